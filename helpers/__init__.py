@@ -1,0 +1,64 @@
+"""Helpers for the Transformer block course, lessons 4 to 8.
+
+One module per lesson idea:
+
+* lesson 4, :mod:`helpers.positional` (and :mod:`helpers.attention`): position
+* lesson 5, :mod:`helpers.normalization`, :mod:`helpers.diagnostics`: residuals, layer norm
+* lesson 6, :mod:`helpers.feedforward`: the feed-forward block
+* lesson 7, :mod:`helpers.blocks`: the block, and stacking
+* lesson 8, :mod:`helpers.model`, :mod:`helpers.params`: embeddings, output, weight tying
+
+:mod:`helpers.widgets` holds one explorer per lesson, :mod:`helpers.checks` the exercise checks.
+"""
+
+from .attention import MultiHeadAttention, attention_weights, scaled_dot_product_attention
+from .blocks import TransformerBlock, make_stack
+from .diagnostics import gradient_norms, next_token_loss
+from .feedforward import FeedForward, gelu, gelu_tanh, relu, silu, swiglu_hidden
+from .model import GPT2_SMALL, LMConfig, TransformerLM, init_weights
+from .normalization import LayerNorm, Residual
+from .params import count_parameters, parameter_breakdown
+from .positional import (
+    LearnedPositionalEmbedding,
+    PositionOutOfRange,
+    SinusoidalPositionalEncoding,
+    angle_rates,
+    rotation_matrix,
+    sinusoidal_encoding,
+    sinusoidal_encoding_at,
+    wavelengths,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "sinusoidal_encoding",
+    "sinusoidal_encoding_at",
+    "angle_rates",
+    "wavelengths",
+    "rotation_matrix",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "PositionOutOfRange",
+    "attention_weights",
+    "scaled_dot_product_attention",
+    "MultiHeadAttention",
+    "LayerNorm",
+    "Residual",
+    "FeedForward",
+    "relu",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "swiglu_hidden",
+    "TransformerBlock",
+    "make_stack",
+    "TransformerLM",
+    "LMConfig",
+    "GPT2_SMALL",
+    "init_weights",
+    "count_parameters",
+    "parameter_breakdown",
+    "gradient_norms",
+    "next_token_loss",
+]

@@ -1,0 +1,101 @@
+"""Attention, the sublayer that mixes positions (used from lesson 4 on, built out in lesson 7).
+
+Scaled dot-product attention (Vaswani et al. 2017, section 3.2.1)::
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V
+
+Multi-head attention projects x to Q, K, V with three learned matrices, splits d_model into
+n_heads heads of size d_k = d_model / n_heads, attends in each head, concatenates the heads and
+projects back with W_O, so it maps [batch, n, d_model] to [batch, n, d_model].
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from . import _validate as check
+
+__all__ = ["attention_weights", "scaled_dot_product_attention", "MultiHeadAttention"]
+
+
+def attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """Lesson 4/7. ``softmax(q k^T / sqrt(d_k))`` over the last axis; rows sum to 1.
+
+    q: [..., n, d_k], k: [..., m, d_k] -> [..., n, m]. With ``causal=True`` position i gives
+    weight 0 to every later position j > i.
+    """
+    check.tensor("q", q)
+    check.tensor("k", k)
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same last dimension d_k, got {q.shape[-1]} and {k.shape[-1]}"
+        )
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [..., n, m]
+    if causal:
+        n, m = scores.shape[-2:]
+        future = torch.ones(n, m, dtype=torch.bool, device=q.device).triu(1)  # [n, m], j > i
+        scores = scores.masked_fill(future, float("-inf"))
+    return torch.softmax(scores, dim=-1)  # [..., n, m]
+
+
+def scaled_dot_product_attention(q, k, v, causal: bool = False):
+    """Lesson 4/7. ``softmax(q k^T / sqrt(d_k)) v``; returns (output [..., n, d_v], weights [..., n, m]).
+
+    Once the weights are computed, the output is linear in ``v`` (C6.5).
+    """
+    check.tensor("v", v)
+    weights = attention_weights(q, k, causal)  # [..., n, m]
+    if v.shape[-2] != weights.shape[-1]:
+        raise ValueError(
+            f"v must have one row per key: k has {weights.shape[-1]} rows, v has {v.shape[-2]}"
+        )
+    return weights @ v, weights  # [..., n, d_v], [..., n, m]
+
+
+class MultiHeadAttention(nn.Module):
+    """Lesson 7 (used in lesson 4 without position, C4.1). Multi-head self-attention.
+
+    ``MHA(x) = concat(head_1..head_h) W_O + b_O``, ``head_j = Attention(x W_Q^j, x W_K^j, x W_V^j)``.
+    Parameters: 4 * (d_model^2 + d_model) with biases, as GPT-2 has.
+    After each forward pass the attention weights are kept in ``self.last_weights``
+    ([batch, n_heads, n, n]) for plots and for claim C6.5.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, causal: bool = False, bias: bool = True):
+        super().__init__()
+        self.d_model = check.positive_int("d_model", d_model)
+        self.n_heads = check.positive_int("n_heads", n_heads)
+        if d_model % n_heads:
+            divisors = [h for h in range(1, d_model + 1) if d_model % h == 0 and h <= 64]
+            raise ValueError(
+                f"n_heads must divide d_model so every head gets d_model / n_heads features: "
+                f"d_model={d_model} is not divisible by n_heads={n_heads}; allowed n_heads here: {divisors}"
+            )
+        self.d_head = d_model // n_heads
+        self.causal = bool(causal)
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_Q for all heads at once
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)  # W_K
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)  # W_V
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
+        self.last_weights: torch.Tensor | None = None
+
+    def _split(self, t: torch.Tensor) -> torch.Tensor:
+        b, n, _ = t.shape
+        return t.view(b, n, self.n_heads, self.d_head).transpose(1, 2)  # [B, h, n, d_head]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        b, n, d = x.shape
+        q = self._split(self.q_proj(x))  # [B, h, n, d_head]
+        k = self._split(self.k_proj(x))  # [B, h, n, d_head]
+        v = self._split(self.v_proj(x))  # [B, h, n, d_head]
+        out, weights = scaled_dot_product_attention(q, k, v, self.causal)  # [B, h, n, d_head]
+        self.last_weights = weights.detach()  # [B, h, n, n]
+        out = out.transpose(1, 2).reshape(b, n, d)  # [B, n, d_model]: heads concatenated
+        return self.out_proj(out)  # [B, n, d_model]
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"

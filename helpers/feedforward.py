@@ -1,0 +1,97 @@
+"""Lesson 6: the position-wise feed-forward block.
+
+    FFN(x) = max(0, x W1 + b1) W2 + b2          (Vaswani et al. 2017, eq. 2)
+
+Shapes: [n, d_model] -> [n, d_ff] -> [n, d_model], d_ff commonly 4 * d_model (512 -> 2048).
+The same W1, W2 act on every position separately (C6.4). Later models replaced ReLU by GELU
+(GPT-2) and by SwiGLU (Shazeer 2020; LLaMA), which has three matrices::
+
+    SwiGLU(x) = (silu(x W1 + b1) * (x W3 + b3)) W2 + b2
+
+with the hidden width scaled by 2/3 so that three matrices cost what two did (C6.3).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from . import _validate as check
+
+__all__ = ["ACTIVATIONS", "relu", "gelu", "gelu_tanh", "silu", "swiglu_hidden", "FeedForward"]
+
+ACTIVATIONS = ("relu", "gelu", "swiglu")
+
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """Lesson 6. ``max(0, x)``."""
+    return torch.clamp(x, min=0)
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """Lesson 6. Exact GELU: ``x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))`` (Hendrycks & Gimpel 2016)."""
+    return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """Lesson 6. GELU's tanh approximation, as GPT-2 used it:
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    """Lesson 6. ``x * sigmoid(x)`` (also called swish), the gate of SwiGLU."""
+    return x * torch.sigmoid(x)
+
+
+def swiglu_hidden(d_ff: int) -> int:
+    """Lesson 6 (C6.3). SwiGLU's hidden width for a nominal d_ff: ``round(2 * d_ff / 3)``.
+
+    Three d_model x hidden matrices then hold about as many weights as two d_model x d_ff ones.
+    """
+    return max(1, round(2 * check.positive_int("d_ff", d_ff) / 3))
+
+
+_ACT_FN = {"relu": relu, "gelu": gelu}
+
+
+class FeedForward(nn.Module):
+    """Lesson 6 (C6.1-C6.4). The position-wise feed-forward block.
+
+    ``activation="relu"``: ``max(0, x W1 + b1) W2 + b2`` (the paper).
+    ``activation="gelu"``: ``gelu(x W1 + b1) W2 + b2`` (GPT-2; exact erf form).
+    ``activation="swiglu"``: ``(silu(x W1 + b1) * (x W3 + b3)) W2 + b2`` with hidden width
+    ``swiglu_hidden(d_ff)`` = round(2/3 * d_ff).
+
+    ``d_ff`` defaults to 4 * d_model. ``self.d_hidden`` is the width actually used.
+    Works on any [..., d_model] input: the last axis is transformed, every other axis is a
+    position (or a batch) treated independently with the same weights.
+    """
+
+    def __init__(
+        self, d_model: int, d_ff: int | None = None, activation: str = "relu", bias: bool = True
+    ):
+        super().__init__()
+        self.d_model = check.positive_int("d_model", d_model)
+        self.d_ff = 4 * self.d_model if d_ff is None else check.positive_int("d_ff", d_ff)
+        self.activation = check.choice("activation", activation, ACTIVATIONS)
+        self.d_hidden = swiglu_hidden(self.d_ff) if activation == "swiglu" else self.d_ff
+        self.w1 = nn.Linear(self.d_model, self.d_hidden, bias=bias)  # expand: d_model -> d_hidden
+        if activation == "swiglu":
+            self.w3 = nn.Linear(self.d_model, self.d_hidden, bias=bias)  # the gated "up" branch
+        self.w2 = nn.Linear(self.d_hidden, self.d_model, bias=bias)  # contract: d_hidden -> d_model
+
+    def hidden(self, x: torch.Tensor) -> torch.Tensor:
+        """The activated hidden layer, [..., d_hidden]."""
+        check.tensor("x", x, last_dim=self.d_model, layout="[..., d_model]")
+        if self.activation == "swiglu":
+            return silu(self.w1(x)) * self.w3(x)  # [..., d_hidden]
+        return _ACT_FN[self.activation](self.w1(x))  # [..., d_hidden]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(self.hidden(x))  # [..., d_hidden] -> [..., d_model]
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, d_ff={self.d_ff}, d_hidden={self.d_hidden}, activation={self.activation!r}"

@@ -1,0 +1,179 @@
+"""Lesson 8: entering and leaving the vector space; the full language model.
+
+    h_0    = E[tokens] (* sqrt(d_model) if scale_embeddings) + position     [B, n, d_model]
+    h_l    = block_l(h_{l-1}),  l = 1..L                                     [B, n, d_model]
+    logits = LN_f(h_L) @ W_out                                               [B, n, vocab_size]
+
+The embedding E is vocab_size x d_model (C8.1); the output projection is d_model x vocab_size
+(C8.2). Tied (Press & Wolf 2017; Vaswani et al. 2017 section 3.4): W_out = E^T, the very same
+tensor (C8.3), which saves vocab_size * d_model parameters (C8.4).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from . import _validate as check
+from .blocks import TransformerBlock
+from .normalization import NORM_PLACEMENTS, LayerNorm
+from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+
+__all__ = ["POSITIONAL_KINDS", "INITS", "LMConfig", "GPT2_SMALL", "TransformerLM", "init_weights"]
+
+POSITIONAL_KINDS = ("sinusoidal", "learned")
+INITS = ("gpt2", "xavier", "torch")
+
+
+@dataclass(frozen=True)
+class LMConfig:
+    """Lesson 8. The settings of a :class:`TransformerLM`, as one value to print or compare."""
+
+    vocab_size: int
+    d_model: int
+    n_layers: int
+    n_heads: int
+    d_ff: int | None = None
+    max_len: int = 1024
+    positional: str = "sinusoidal"
+    norm: str = "pre"
+    activation: str = "gelu"
+    tie_weights: bool = True
+
+
+#: GPT-2 small (Radford et al. 2019): 124,439,808 parameters tied, 163,037,184 untied.
+GPT2_SMALL = LMConfig(
+    vocab_size=50257,
+    d_model=768,
+    n_layers=12,
+    n_heads=12,
+    d_ff=3072,
+    max_len=1024,
+    positional="learned",
+)
+
+
+def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
+    """Lesson 5/8. Re-initialize every Linear and Embedding of ``model`` in place.
+
+    ``"gpt2"``: weights ~ N(0, 0.02^2), biases 0 (GPT-2's scheme).
+    ``"xavier"``: Linear weights Xavier-normal, biases 0, embeddings N(0, 1/d_model) (the
+    original Transformer's scheme as fairseq implements it; under it post-norm's gradients grow
+    with depth at initialization, Xiong et al. 2020).
+    ``"torch"``: leave PyTorch's default initialization.
+    Layer norms are reset to weight 1, bias 0 in every scheme.
+    """
+    check.choice("scheme", scheme, INITS)
+    if scheme == "torch":
+        return model
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            if scheme == "gpt2":
+                nn.init.normal_(module.weight, 0.0, 0.02)
+            else:
+                nn.init.xavier_normal_(module.weight)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            std = 0.02 if scheme == "gpt2" else module.embedding_dim**-0.5
+            nn.init.normal_(module.weight, 0.0, std)
+        elif isinstance(module, LayerNorm | nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+    return model
+
+
+class TransformerLM(nn.Module):
+    """Lesson 8. A decoder-only Transformer language model built from the course's pieces.
+
+    token embedding (vocab_size x d_model) + position (sinusoidal or learned, added once before
+    the first block), ``n_layers`` causal :class:`TransformerBlock`, a final LayerNorm for
+    pre-norm, and the output projection d_model -> vocab_size (no bias). With
+    ``tie_weights=True`` the projection's weight *is* the embedding's weight.
+    Every Linear and LayerNorm has a bias, as in GPT-2: :data:`GPT2_SMALL` counts 124,439,808.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        n_layers: int,
+        n_heads: int,
+        d_ff: int | None = None,
+        max_len: int = 1024,
+        positional: str = "sinusoidal",
+        norm: str = "pre",
+        activation: str = "gelu",
+        tie_weights: bool = True,
+        *,
+        scale_embeddings: bool = False,
+        init: str = "gpt2",
+    ):
+        super().__init__()
+        self.config = LMConfig(
+            vocab_size=check.positive_int("vocab_size", vocab_size),
+            d_model=check.positive_int("d_model", d_model),
+            n_layers=check.positive_int("n_layers", n_layers),
+            n_heads=check.positive_int("n_heads", n_heads),
+            d_ff=d_ff,
+            max_len=check.positive_int("max_len", max_len),
+            positional=check.choice("positional", positional, POSITIONAL_KINDS),
+            norm=check.choice("norm", norm, NORM_PLACEMENTS),
+            activation=activation,
+            tie_weights=bool(tie_weights),
+        )
+        self.scale_embeddings = bool(scale_embeddings)
+        self.token_embedding = nn.Embedding(vocab_size, d_model)  # W_E [vocab_size, d_model]
+        if positional == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(d_model, max_len=max_len)
+        else:
+            self.position = LearnedPositionalEmbedding(max_len, d_model)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(d_model, n_heads, d_ff, norm=norm, activation=activation, causal=True)
+            for _ in range(n_layers)
+        )
+        self.final_norm = LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=False)  # weight [vocab_size, d_model]
+        init_weights(self, init)
+        if self.config.tie_weights:
+            self.lm_head.weight = self.token_embedding.weight  # the same Parameter, not a copy
+
+    @property
+    def tied(self) -> bool:
+        """True when the output projection's weight is the embedding's weight object."""
+        return self.lm_head.weight is self.token_embedding.weight
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Token embeddings plus position: h_0, [B, n, d_model]."""
+        check.token_ids("tokens", tokens, self.config.vocab_size)
+        h = self.token_embedding(tokens)  # [B, n, d]: row lookup in W_E
+        if self.scale_embeddings:
+            h = h * math.sqrt(self.config.d_model)
+        return self.position(h)  # [B, n, d]: position added once, before the first block
+
+    def forward(self, tokens: torch.Tensor, return_hidden: bool = False):
+        """tokens [B, n] (ids) -> logits [B, n, vocab_size].
+
+        With ``return_hidden=True`` returns ``(logits, hidden)`` where ``hidden`` is the list
+        [h_0, h_1, ..., h_L] of residual-stream states (C7.3).
+        """
+        h = self.embed(tokens)  # [B, n, d]
+        hidden = [h]
+        for block in self.blocks:
+            h = block(h)  # [B, n, d] -> [B, n, d]
+            hidden.append(h)
+        logits = self.lm_head(self.final_norm(h))  # [B, n, vocab_size]
+        return (logits, hidden) if return_hidden else logits
+
+    def loss(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Mean next-token cross-entropy: predict tokens[:, 1:] from tokens[:, :-1]."""
+        logits = self(tokens[:, :-1])  # [B, n-1, V]
+        return nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+        )
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())

@@ -1,0 +1,190 @@
+"""Lesson 4: injecting position into the embeddings.
+
+Attention alone has no notion of order (claim C4.1), so position is added to the token embeddings
+once, before the first block (C4.5). Two schemes from the sheet:
+
+* sinusoidal (Vaswani et al. 2017, section 3.5), no parameters, defined at every position::
+
+      PE(pos, 2i)   = sin(pos / base^(2i / d_model))
+      PE(pos, 2i+1) = cos(pos / base^(2i / d_model))        base = 10000
+
+* learned: a trainable table with one row per position 0..max_len-1, and no row beyond (C4.4).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from . import _validate as check
+
+__all__ = [
+    "angle_rates",
+    "wavelengths",
+    "sinusoidal_encoding",
+    "sinusoidal_encoding_at",
+    "rotation_matrix",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "PositionOutOfRange",
+]
+
+
+def _even_d_model(d_model) -> int:
+    d_model = check.positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(
+            f"d_model must be even for the sinusoidal encoding (sin and cos fill columns in pairs "
+            f"2i and 2i+1), got {d_model}; use {d_model + 1} or {d_model - 1}"
+        )
+    return d_model
+
+
+def angle_rates(d_model: int, base: float = 10000.0, *, dtype=torch.float64) -> torch.Tensor:
+    """Lesson 4. The frequency of each column pair: ``w_i = 1 / base^(2i / d_model)``.
+
+    Returns a tensor of shape [d_model // 2]; pair i fills columns 2i (sin) and 2i+1 (cos).
+    """
+    d_model = _even_d_model(d_model)
+    base = check.positive_float("base", base)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # [d_model/2]: 0, 2, 4, ...
+    return torch.exp(-math.log(base) * two_i / d_model).to(dtype)  # base^(-2i/d_model)
+
+
+def wavelengths(d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """Lesson 4. Wavelength of pair i in positions: ``2*pi * base^(2i / d_model)``.
+
+    From 2*pi (fastest, columns 0 and 1) up to almost 2*pi*base (slowest), a geometric progression.
+    """
+    return 2 * math.pi / angle_rates(d_model, base)
+
+
+def sinusoidal_encoding_at(
+    positions, d_model: int, base: float = 10000.0, *, dtype=torch.float32
+) -> torch.Tensor:
+    """Lesson 4 (C4.2, C4.3). The sinusoidal encoding at arbitrary positions.
+
+    ``positions`` is a 1-D tensor or sequence of numbers (any size, any value, even beyond every
+    length seen in training). Returns [len(positions), d_model] with
+    ``PE[:, 2i] = sin(pos * w_i)`` and ``PE[:, 2i+1] = cos(pos * w_i)``, computed in float64 and
+    cast to ``dtype``.
+    """
+    d_model = _even_d_model(d_model)
+    pos = torch.as_tensor(positions, dtype=torch.float64)
+    if pos.dim() != 1:
+        raise ValueError(f"positions must be one-dimensional, got shape {list(pos.shape)}")
+    angles = pos[:, None] * angle_rates(d_model, base)[None, :]  # [n, d_model/2]
+    pe = torch.empty(len(pos), d_model, dtype=torch.float64)  # [n, d_model]
+    pe[:, 0::2] = torch.sin(angles)  # even columns 2i: sin
+    pe[:, 1::2] = torch.cos(angles)  # odd columns 2i+1: cos
+    return pe.to(dtype)
+
+
+def sinusoidal_encoding(
+    n_positions: int, d_model: int, base: float = 10000.0, *, dtype=torch.float32
+) -> torch.Tensor:
+    """Lesson 4 (C4.2). The table PE for positions 0..n_positions-1, shape [n_positions, d_model].
+
+    ``PE(pos, 2i) = sin(pos / base^(2i/d_model))``, ``PE(pos, 2i+1) = cos(pos / base^(2i/d_model))``:
+    the paper's interleaved layout (sin at even columns, cos at odd ones). ``d_model`` must be
+    even: the columns come in sin/cos pairs, and an odd width is refused with a clear error rather
+    than silently truncated. No parameters: the table is a pure function of its arguments (C4.3).
+    """
+    n_positions = check.positive_int("n_positions", n_positions, minimum=0)
+    return sinusoidal_encoding_at(torch.arange(n_positions), d_model, base, dtype=dtype)
+
+
+def rotation_matrix(
+    k: float, d_model: int, base: float = 10000.0, *, dtype=torch.float64
+) -> torch.Tensor:
+    """Lesson 4 (C4.6). The matrix R_k with ``PE(p + k) = R_k @ PE(p)`` for every position p.
+
+    Block-diagonal, one 2x2 rotation per column pair i, by the angle ``k * w_i``::
+
+        [sin((p+k)w)]   [ cos(kw)  sin(kw)] [sin(pw)]
+        [cos((p+k)w)] = [-sin(kw)  cos(kw)] [cos(pw)]
+
+    R_k depends on k only, not on p; it is orthogonal, so PE(p)·PE(q) depends only on p - q.
+    """
+    rates = angle_rates(d_model, base)  # [d_model/2]
+    c, s = torch.cos(k * rates), torch.sin(k * rates)
+    r = torch.zeros(d_model, d_model, dtype=torch.float64)  # [d_model, d_model]
+    idx = torch.arange(0, d_model, 2)
+    r[idx, idx], r[idx, idx + 1] = c, s
+    r[idx + 1, idx], r[idx + 1, idx + 1] = -s, c
+    return r.to(dtype)
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """Lesson 4 (C4.3, C4.5). Adds the sinusoidal table to a [batch, n, d_model] embedding.
+
+    ``forward(x) = x + PE[offset : offset + n]``. No parameters; the table is kept as a
+    non-persistent buffer and grown on demand, so any length works.
+    """
+
+    def __init__(self, d_model: int, base: float = 10000.0, max_len: int = 1024):
+        super().__init__()
+        self.d_model = _even_d_model(d_model)
+        self.base = check.positive_float("base", base)
+        max_len = check.positive_int("max_len", max_len)
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, base), persistent=False)
+
+    def encoding(self, n: int, offset: int = 0) -> torch.Tensor:
+        """The rows PE[offset : offset + n], shape [n, d_model], on the module's device."""
+        n = check.positive_int("n", n, minimum=0)
+        offset = check.positive_int("offset", offset, minimum=0)
+        if offset + n > self.pe.shape[0]:
+            table = sinusoidal_encoding(offset + n, self.d_model, self.base, dtype=self.pe.dtype)
+            self.pe = table.to(self.pe.device)
+        return self.pe[offset : offset + n]
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        return x + self.encoding(x.shape[1], offset).to(x.dtype)  # [B, n, d] + [n, d]
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, base={self.base:g}"
+
+
+class PositionOutOfRange(IndexError):
+    """Raised when a learned position table is asked for a row it does not have (C4.4)."""
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """Lesson 4 (C4.4). A trained lookup table of position vectors, rows 0..max_len-1 only.
+
+    ``forward(x) = x + P[offset : offset + n]`` where P is an ``nn.Embedding(max_len, d_model)``.
+    A position >= max_len has no row: asking for one raises :class:`PositionOutOfRange`, an
+    ``IndexError`` that says so.
+    """
+
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__()
+        self.max_len = check.positive_int("max_len", max_len)
+        self.d_model = check.positive_int("d_model", d_model)
+        self.table = nn.Embedding(self.max_len, self.d_model)  # [max_len, d_model], trainable
+
+    def encoding(self, n: int, offset: int = 0) -> torch.Tensor:
+        """The rows P[offset : offset + n], shape [n, d_model]."""
+        n = check.positive_int("n", n, minimum=0)
+        offset = check.positive_int("offset", offset, minimum=0)
+        last = offset + n - 1
+        if last >= self.max_len:
+            raise PositionOutOfRange(
+                f"position {last} has no row: this learned position table was built with "
+                f"max_len={self.max_len}, so it only has rows for positions 0..{self.max_len - 1}. "
+                f"A learned table cannot answer for a position it never had a row for; use a "
+                f"sequence of at most {self.max_len - offset} tokens, a larger max_len (and train it), "
+                f"or the sinusoidal encoding, which is defined at every position."
+            )
+        positions = torch.arange(offset, offset + n, device=self.table.weight.device)  # [n]
+        return self.table(positions)  # [n, d_model]
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        return x + self.encoding(x.shape[1], offset)  # [B, n, d] + [n, d]
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, d_model={self.d_model}"

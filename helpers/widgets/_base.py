@@ -1,0 +1,115 @@
+"""What every explorer shares: controls, one figure kept for the explorer's life, and an image.
+
+The figure is a ``matplotlib.figure.Figure`` that pyplot never sees, so it is never left open in
+pyplot's registry and is freed with the explorer. An update changes the existing artists in place
+(``set_data``, ``set_ydata`` ...) and re-renders the figure to PNG bytes shown by an
+``ipywidgets.Image``; in JupyterLab the picture is swapped in place, never appended below.
+Tests (and the benchmark) drive an explorer without a browser: set ``explorer.controls[name].value``
+and read the artists of ``explorer.figure``.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+__all__ = ["Explorer", "new_figure", "slider", "dropdown"]
+
+
+def new_figure(width: float = 8.0, height: float = 3.0, ncols: int = 1, nrows: int = 1, **kwargs):
+    """A pyplot-free figure and its axes (``layout="constrained"``)."""
+    fig = Figure(figsize=(width, height), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, **kwargs)
+    return fig, axes
+
+
+def slider(description: str, value: int, min: int, max: int, step: int = 1) -> widgets.IntSlider:
+    """An integer slider that updates on release (one update per drag, not dozens)."""
+    return widgets.IntSlider(
+        value=value,
+        min=min,
+        max=max,
+        step=step,
+        description=description,
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
+
+
+def dropdown(description: str, options, value=None) -> widgets.Dropdown:
+    return widgets.Dropdown(
+        options=options,
+        value=value if value is not None else list(options)[0],
+        description=description,
+        style={"description_width": "initial"},
+    )
+
+
+class Explorer(widgets.VBox):
+    """A lesson's explorer: ``controls`` above, ``info`` text, the rendered ``figure`` below.
+
+    ``update(**values)`` receives every control's current value, changes the artists of
+    ``figure`` in place and may return an HTML string for ``info``. It runs once at creation and
+    after every change of a control. ``last_update_seconds`` and ``n_updates`` record the cost.
+    """
+
+    def __init__(
+        self,
+        title: str,
+        controls: dict[str, widgets.ValueWidget],
+        figure: Figure,
+        update: Callable[..., str | None],
+        dpi: int = 72,
+    ):
+        self.title = title
+        self.controls = dict(controls)
+        self.figure = figure
+        self.dpi = dpi
+        self._update = update
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self.info = widgets.HTML()
+        self.n_updates = 0
+        self.last_update_seconds = 0.0
+        control_box = widgets.HBox(
+            list(self.controls.values()), layout=widgets.Layout(flex_flow="row wrap")
+        )
+        super().__init__([widgets.HTML(f"<b>{title}</b>"), control_box, self.info, self.image])
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.refresh()
+
+    @property
+    def values(self) -> dict:
+        return {name: c.value for name, c in self.controls.items()}
+
+    def _on_change(self, change) -> None:
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute and redraw with the controls' current values."""
+        start = time.perf_counter()
+        html = self._update(**self.values)
+        if html is not None:
+            self.info.value = html
+        self.render()
+        self.n_updates += 1
+        self.last_update_seconds = time.perf_counter() - start
+
+    def render(self) -> None:
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=self.dpi, pil_kwargs={"compress_level": 1})
+        self.image.value = buf.getvalue()
+
+    def close(self) -> None:
+        """Detach the observers, free the figure, close the widgets."""
+        for control in self.controls.values():
+            control.unobserve(self._on_change, names="value")
+            control.close()
+        self.figure.clear()
+        self.image.close()
+        self.info.close()
+        super().close()
