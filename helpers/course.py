@@ -27,6 +27,46 @@ LESSONS: tuple[Lesson, ...] = (
         "positional_explorer",
         "position",
     ),
+    Lesson(
+        5,
+        "Residual connections and layer norm: pre-norm versus post-norm",
+        "05_residuals_and_layer_norm.ipynb",
+        ("C5.1", "C5.2", "C5.3", "C5.4", "C5.5", "C5.6"),
+        "norm_explorer",
+        "residual",
+    ),
+    Lesson(
+        6,
+        "The position-wise feed-forward block",
+        "06_feed_forward.ipynb",
+        ("C6.1", "C6.2", "C6.3", "C6.4", "C6.5"),
+        "feedforward_explorer",
+        "feedforward",
+    ),
+    Lesson(
+        7,
+        "Stacking blocks into depth",
+        "07_stacking_blocks.ipynb",
+        ("C7.1", "C7.2", "C7.3"),
+        "depth_explorer",
+        "depth",
+    ),
+    Lesson(
+        8,
+        "Entering and leaving the vector space: embeddings, output projection, weight tying",
+        "08_embeddings_and_weight_tying.ipynb",
+        ("C8.1", "C8.2", "C8.3", "C8.4", "C8.5"),
+        "tying_explorer",
+        "tying",
+    ),
+    Lesson(
+        9,
+        "Trust but verify: the checklist as an executable audit (capstone)",
+        "09_trust_but_verify.ipynb",
+        ("K1", "K2", "K3", "K4", "K5"),
+        None,
+        "audit",
+    ),
 )
 
 

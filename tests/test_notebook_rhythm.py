@@ -65,6 +65,8 @@ def test_every_claim_has_an_asserting_cell(lesson):
 
 @params
 def test_explorer_is_shown_and_marked(lesson):
+    if lesson.explorer is None:
+        pytest.skip(f"lesson {lesson.number} has no explorer")
     cells = [
         c
         for c in _cells(lesson)
