@@ -14,6 +14,7 @@ once, before the first block (C4.5). Two schemes from the sheet:
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -107,7 +108,12 @@ def rotation_matrix(
         [cos((p+k)w)] = [-sin(kw)  cos(kw)] [cos(pw)]
 
     R_k depends on k only, not on p; it is orthogonal, so PE(p)·PE(q) depends only on p - q.
+    ``k`` is any real number (negative k moves back: R_(-k) = R_k^T). Returns [d_model, d_model].
     """
+    if isinstance(k, bool) or not isinstance(k, numbers.Real):
+        raise TypeError(
+            f"k must be a number (the offset in positions), got {k!r} ({type(k).__name__})"
+        )
     rates = angle_rates(d_model, base)  # [d_model/2]
     c, s = torch.cos(k * rates), torch.sin(k * rates)
     r = torch.zeros(d_model, d_model, dtype=torch.float64)  # [d_model, d_model]

@@ -1,11 +1,9 @@
 """Shared test set-up: a headless matplotlib, deterministic torch, and a guard on open figures."""
 
-import os
+import matplotlib
 
-os.environ.setdefault("MPLBACKEND", "Agg")
-
-import matplotlib  # noqa: E402
-
+# Agg for this process only: not through MPLBACKEND, which nbval's kernels would inherit (their
+# figures would then never be shown, and every stored figure output would mismatch).
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402

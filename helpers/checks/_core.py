@@ -23,8 +23,8 @@ class ExerciseFailed(AssertionError):
 
     def __init__(self, exercise: str, problem: str):
         self.exercise = exercise
-        self.problem = problem
-        super().__init__(f"{exercise}: {problem}")
+        self.problem = " ".join(str(problem).split())  # one line, even with a tensor's repr in it
+        super().__init__(f"{exercise}: {self.problem}")
 
     def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
         return [f"\x1b[1;31m✗ {self.exercise} is not right yet:\x1b[0m {self.problem}"]
@@ -59,6 +59,7 @@ def call(exercise: str, fn, *args, name: str = "your function", **kwargs):
         raise
     except Exception as e:  # noqa: BLE001 - every student error becomes a verdict
         shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+        shown = " ".join(shown.split())  # one line: a tensor's repr spans several
         if len(shown) > 80:
             shown = shown[:77] + "..."
         fail(exercise, f"calling {name}({shown}) raised {type(e).__name__}: {e}")

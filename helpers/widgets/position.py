@@ -1,0 +1,143 @@
+"""Lesson 4 explorer: the sinusoidal positional encoding, three small pictures that move together.
+
+Controls: ``d_model`` (the width of the table), ``pair`` (the column pair i, columns 2i = sin and
+2i+1 = cos) and ``positions`` (the range of positions shown). Panels: the two waves of the chosen
+pair, the table as a heatmap (the chosen pair marked), and the similarity PE(p)·PE(q) over the
+range. Every update changes the existing artists in place.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import ipywidgets as widgets
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from .. import _validate as check
+from ..positional import sinusoidal_encoding_at, wavelengths
+from ._base import Explorer, slider
+
+__all__ = ["positional_explorer", "PositionalExplorer"]
+
+MAX_POSITION = 2048  # the position range slider goes up to here
+MAX_SPAN = 256  # at most this many positions are shown at once (keeps the similarity small)
+
+
+@lru_cache(maxsize=32)
+def _tables(d_model: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """PE rows start..stop (inclusive) [n, d_model] and their similarity matrix [n, n]."""
+    pe = sinusoidal_encoding_at(torch.arange(start, stop + 1), d_model, dtype=torch.float64)
+    return pe.numpy(), (pe @ pe.T).numpy()  # [n, d], [n, n]
+
+
+class PositionalExplorer(Explorer):
+    """An :class:`Explorer` that keeps the pair slider within 0..d_model/2 - 1 without a second
+    redraw when ``d_model`` shrinks."""
+
+    _syncing = False
+
+    def _on_change(self, change) -> None:
+        if self._syncing:
+            return
+        if change["owner"] is self.controls["d_model"]:
+            pair = self.controls["pair"]
+            self._syncing = True
+            try:
+                pair.max = change["new"] // 2 - 1  # clamps pair.value if needed
+            finally:
+                self._syncing = False
+        self.refresh()
+
+
+def positional_explorer(
+    d_model: int = 64, pair: int = 4, positions: tuple[int, int] = (0, 100)
+) -> PositionalExplorer:
+    """Lesson 4 explorer. Returns a widget; drag its sliders to see the encoding change.
+
+    ``PE(pos, 2i) = sin(pos * w_i)``, ``PE(pos, 2i+1) = cos(pos * w_i)``, ``w_i = 10000^(-2i/d_model)``.
+    """
+    d_model = check.positive_int("d_model", d_model, minimum=8)
+    if d_model % 8 or d_model > 512:
+        raise ValueError(f"d_model must be a multiple of 8 between 8 and 512, got {d_model}")
+    pair = check.positive_int("pair", pair, minimum=0)
+    if pair >= d_model // 2:
+        raise ValueError(
+            f"pair must be between 0 and d_model/2 - 1 = {d_model // 2 - 1}, got {pair}"
+        )
+    start, stop = (check.positive_int("positions", p, minimum=0) for p in positions)
+    if not start < stop <= MAX_POSITION:
+        raise ValueError(
+            f"positions must be (start, stop) with 0 <= start < stop <= {MAX_POSITION}, got {positions}"
+        )
+
+    controls = {
+        "d_model": slider("d_model", d_model, 8, 512, 8),
+        "pair": slider("pair i (columns 2i, 2i+1)", pair, 0, d_model // 2 - 1),
+        "positions": widgets.IntRangeSlider(
+            value=(start, stop),
+            min=0,
+            max=MAX_POSITION,
+            step=1,
+            description="positions",
+            continuous_update=False,
+            style={"description_width": "initial"},
+            layout=widgets.Layout(width="420px"),
+        ),
+    }
+
+    fig = Figure(figsize=(10.5, 2.9))
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.17, top=0.9, wspace=0.3)
+    ax_wave, ax_heat, ax_sim = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.4, 1.2, 0.8]})
+    (sin_line,) = ax_wave.plot([], [], lw=1.2, label="sin, column 2i")
+    (cos_line,) = ax_wave.plot([], [], lw=1.2, label="cos, column 2i+1")
+    ax_wave.set_ylim(-1.1, 1.6)  # room for the legend above the waves
+    ax_wave.set_xlabel("position")
+    ax_wave.legend(loc="upper center", fontsize="x-small", ncols=2)
+    heat = ax_heat.imshow(
+        np.zeros((2, 2)), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+    )
+    marks = [ax_heat.axvline(0, color="lime", lw=1.5) for _ in range(2)]
+    ax_heat.set_xlabel("column")
+    ax_heat.set_ylabel("position")
+    sim = ax_sim.imshow(np.zeros((2, 2)), cmap="viridis", interpolation="nearest")
+    ax_sim.set_xlabel("position q")
+    ax_sim.set_title("PE(p)·PE(q)", fontsize="medium")
+    ax_wave.set_yticks([-1, 0, 1])
+    for ax in (ax_wave, ax_heat, ax_sim):
+        ax.locator_params(nbins=4)  # few tick labels: drawing text is most of an update's cost
+        ax.tick_params(labelsize="small")
+
+    def update(d_model: int, pair: int, positions: tuple[int, int]) -> str:
+        pair = min(pair, d_model // 2 - 1)
+        start, stop = positions
+        clipped = stop - start > MAX_SPAN
+        stop = min(stop, start + MAX_SPAN)
+        pe, s = _tables(d_model, start, stop)  # [n, d], [n, n]
+        x = np.arange(start, stop + 1)
+        sin_line.set_data(x, pe[:, 2 * pair])
+        cos_line.set_data(x, pe[:, 2 * pair + 1])
+        ax_wave.set_xlim(start, max(stop, start + 1))
+        lam = float(wavelengths(d_model)[pair])
+        ax_wave.set_title(f"pair {pair}: wavelength {lam:,.1f} positions", fontsize="medium")
+        extent = (-0.5, d_model - 0.5, stop + 0.5, start - 0.5)
+        heat.set_data(pe)
+        heat.set_extent(extent)
+        ax_heat.set_xlim(extent[0], extent[1])
+        ax_heat.set_ylim(extent[2], extent[3])
+        marks[0].set_xdata([2 * pair - 0.5] * 2)
+        marks[1].set_xdata([2 * pair + 1.5] * 2)
+        ax_heat.set_title(f"PE, {len(x)} × {d_model}", fontsize="medium")
+        sim.set_data(s)
+        sim.set_extent((start - 0.5, stop + 0.5, stop + 0.5, start - 0.5))
+        sim.set_clim(float(s.min()), float(s.max()))  # d_model/2 on the diagonal
+        note = f" (showing the first {MAX_SPAN + 1} positions of the range)" if clipped else ""
+        return (
+            f"d_model = {d_model}: {d_model // 2} column pairs, wavelengths from 2π ≈ 6.28 to "
+            f"{float(wavelengths(d_model)[-1]):,.0f} positions. Pair {pair} turns by "
+            f"{math.degrees(float(2 * math.pi / lam)):.3g}° per position.{note}"
+        )
+
+    return PositionalExplorer("Lesson 4: the sinusoidal positional encoding", controls, fig, update)

@@ -1,0 +1,573 @@
+"""Lesson 4, position: the helpers behind claims C4.1-C4.6, the exercise checks, the explorer."""
+
+import math
+import time
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+import helpers
+from helpers import (
+    LearnedPositionalEmbedding,
+    MultiHeadAttention,
+    PositionOutOfRange,
+    SinusoidalPositionalEncoding,
+    TransformerLM,
+    angle_rates,
+    rotation_matrix,
+    sinusoidal_encoding,
+    sinusoidal_encoding_at,
+    wavelengths,
+)
+from helpers.checks import ExerciseFailed
+from helpers.checks import position as checks
+from helpers.plots import position as plots
+
+# ----------------------------------------------------------------------------------------------
+# C4.1 attention without position is permutation-equivariant; position breaks it
+# ----------------------------------------------------------------------------------------------
+
+
+def _swap(x, i, j):
+    perm = torch.arange(x.shape[1])
+    perm[[i, j]] = perm[[j, i]]
+    return x[:, perm]
+
+
+@pytest.mark.parametrize("i,j", [(0, 5), (2, 3), (1, 7)])
+def test_C4_1_attention_is_permutation_equivariant(i, j):
+    attn = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, 8, 16)
+    with torch.no_grad():
+        out, out_swapped = attn(x), attn(_swap(x, i, j))
+    torch.testing.assert_close(out_swapped, _swap(out, i, j), atol=1e-6, rtol=1e-5)
+    others = [p for p in range(8) if p not in (i, j)]
+    torch.testing.assert_close(out_swapped[:, others], out[:, others], atol=1e-6, rtol=1e-5)
+
+
+def test_C4_1_position_breaks_equivariance():
+    attn = MultiHeadAttention(16, 4).eval()
+    pe = SinusoidalPositionalEncoding(16)
+    x = torch.randn(1, 8, 16)
+    with torch.no_grad():
+        out = attn(pe(x))
+        out_swapped = attn(pe(_swap(x, 0, 5)))
+    assert not torch.allclose(out_swapped, _swap(out, 0, 5), atol=1e-3)
+
+
+# ----------------------------------------------------------------------------------------------
+# C4.2 the formula, interleaved layout
+# ----------------------------------------------------------------------------------------------
+
+
+def test_C4_2_formula_float64():
+    n, d = 4097, 512  # positions 0..4096
+    got = sinusoidal_encoding(n, d, dtype=torch.float64).numpy()
+    pos = np.arange(n, dtype=np.float64)[:, None]
+    i = np.arange(d // 2, dtype=np.float64)[None, :]
+    angle = pos / np.power(10000.0, 2 * i / d)  # [n, d/2], numpy, independent of torch
+    want = np.empty((n, d))
+    want[:, 0::2], want[:, 1::2] = np.sin(angle), np.cos(angle)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("pos", [0, 1, 7, 100, 1000, 4096])
+@pytest.mark.parametrize("col", [0, 1, 2, 3, 100, 101, 510, 511])
+def test_C4_2_formula_pointwise_math(pos, col):
+    d = 512
+    i = col // 2
+    angle = pos / 10000 ** (2 * i / d)
+    want = math.sin(angle) if col % 2 == 0 else math.cos(angle)
+    got = float(sinusoidal_encoding(4097, d, dtype=torch.float64)[pos, col])
+    assert got == pytest.approx(want, abs=1e-12)
+
+
+def test_C4_2_float32_default_and_shape():
+    pe = sinusoidal_encoding(10, 8)
+    assert pe.dtype == torch.float32 and pe.shape == (10, 8)
+    assert torch.equal(pe[0, 0::2], torch.zeros(4)) and torch.equal(pe[0, 1::2], torch.ones(4))
+
+
+def test_C4_2_rates_and_wavelengths():
+    rates = angle_rates(8)
+    torch.testing.assert_close(rates, torch.tensor([1.0, 0.1, 0.01, 0.001], dtype=torch.float64))
+    torch.testing.assert_close(wavelengths(8), 2 * math.pi / rates)
+    lam = wavelengths(512)
+    assert lam[0] == pytest.approx(2 * math.pi) and torch.all(lam[1:] > lam[:-1])
+    assert sinusoidal_encoding(5, 4, base=100.0)[3, 2] == pytest.approx(math.sin(3 / 10), abs=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# C4.3 no parameters, any position
+# ----------------------------------------------------------------------------------------------
+
+
+def test_C4_3_no_parameters_and_far_positions():
+    module = SinusoidalPositionalEncoding(64)
+    assert sum(p.numel() for p in module.parameters()) == 0
+    assert "pe" not in module.state_dict()
+    far = sinusoidal_encoding_at([100_000, 123_456_789], 64, dtype=torch.float64)
+    assert torch.isfinite(far).all()
+    assert float(far[0, 0]) == pytest.approx(math.sin(100_000), abs=1e-9)
+    assert float(far[0, 3]) == pytest.approx(math.cos(100_000 / 10000 ** (2 / 64)), abs=1e-9)
+
+
+def test_C4_3_module_grows_beyond_max_len():
+    module = SinusoidalPositionalEncoding(16, max_len=8)
+    x = torch.zeros(1, 20, 16)
+    torch.testing.assert_close(module(x)[0], sinusoidal_encoding(20, 16))
+    torch.testing.assert_close(module(x[:, :3], offset=50)[0], sinusoidal_encoding(53, 16)[50:])
+
+
+# ----------------------------------------------------------------------------------------------
+# C4.4 the learned table
+# ----------------------------------------------------------------------------------------------
+
+
+def test_C4_4_learned_is_a_trainable_table():
+    module = LearnedPositionalEmbedding(max_len=32, d_model=16)
+    params = list(module.parameters())
+    assert sum(p.numel() for p in params) == 32 * 16
+    assert all(p.requires_grad for p in params)
+    x = torch.zeros(2, 32, 16)
+    module(x).sum().backward()
+    assert params[0].grad is not None and params[0].grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("n,offset", [(33, 0), (1, 32), (10, 30)])
+def test_C4_4_learned_refuses_positions_beyond_max_len(n, offset):
+    module = LearnedPositionalEmbedding(max_len=32, d_model=16)
+    with pytest.raises(PositionOutOfRange, match=r"max_len=32.*0\.\.31") as info:
+        module(torch.zeros(1, n, 16), offset=offset)
+    assert isinstance(info.value, IndexError)
+    assert f"position {offset + n - 1} has no row" in str(info.value)
+
+
+def test_C4_4_learned_accepts_up_to_max_len():
+    module = LearnedPositionalEmbedding(max_len=32, d_model=16)
+    assert module(torch.zeros(1, 32, 16)).shape == (1, 32, 16)
+
+
+# ----------------------------------------------------------------------------------------------
+# C4.5 position added once, before the first block
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_C4_5_position_added_once_before_first_block(positional):
+    model = TransformerLM(50, 16, 3, 2, max_len=32, positional=positional).eval()
+    tokens = torch.randint(0, 50, (2, 10))
+    inputs, outputs, calls = [], [], []
+
+    def record(module, args, out):
+        inputs.append(args[0])
+        outputs.append(out)
+
+    def count(module, args, out):
+        calls.append(1)
+
+    hooks = [b.register_forward_hook(record) for b in model.blocks]
+    hooks.append(model.position.register_forward_hook(count))
+    with torch.no_grad():
+        model(tokens)
+    for h in hooks:
+        h.remove()
+    expected = model.token_embedding(tokens) + model.position.encoding(10)  # [B, n, d]
+    torch.testing.assert_close(inputs[0], expected)
+    for k in range(1, 3):
+        assert torch.equal(inputs[k], outputs[k - 1])
+    assert len(calls) == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# C4.6 the rotation, and the dot product depending on p - q only
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 3, 17, 250])
+def test_C4_6_same_rotation_for_every_position(k):
+    d = 64
+    r = rotation_matrix(k, d)
+    p = torch.arange(0, 2000, 7)
+    pe_p = sinusoidal_encoding_at(p, d, dtype=torch.float64)  # [m, d]
+    pe_pk = sinusoidal_encoding_at(p + k, d, dtype=torch.float64)
+    torch.testing.assert_close(pe_p @ r.T, pe_pk, atol=1e-9, rtol=0)
+    torch.testing.assert_close(r @ r.T, torch.eye(d, dtype=torch.float64), atol=1e-12, rtol=0)
+    torch.testing.assert_close(rotation_matrix(-k, d), r.T, atol=1e-12, rtol=0)
+
+
+def test_C4_6_dot_product_depends_only_on_offset():
+    d, n = 128, 200
+    sim = plots.similarity(sinusoidal_encoding(n, d, dtype=torch.float64))  # [n, n]
+    for offset in range(-n + 1, n):
+        diag = torch.diagonal(sim, offset)
+        assert float(diag.max() - diag.min()) < 1e-9
+    i = torch.arange(d // 2, dtype=torch.float64)
+    for delta in [0, 1, 5, 50]:
+        closed_form = float(torch.cos(delta * 10000 ** (-2 * i / d)).sum())
+        assert float(sim[0, delta]) == pytest.approx(closed_form, abs=1e-9)
+    assert float(sim[0, 0]) == pytest.approx(d / 2)
+
+
+# ----------------------------------------------------------------------------------------------
+# bad arguments: clear errors
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((10, 0), ValueError, "d_model must be a positive whole number, got 0"),
+        ((10, -4), ValueError, "d_model must be a positive whole number"),
+        ((10, 7), ValueError, "d_model must be even.*got 7"),
+        ((-1, 8), ValueError, "n_positions must be a whole number >= 0, got -1"),
+        ((3.0, 8), TypeError, "n_positions must be a whole number.*float 3.0"),
+        ((2.5, 8), TypeError, "n_positions must be a whole number"),
+        ((True, 8), TypeError, "n_positions must be a whole number"),
+        ((10, 8.0), TypeError, "d_model must be a whole number"),
+        (("10", 8), TypeError, "n_positions must be a whole number"),
+        ((10, 8, 0.0), ValueError, "base must be a finite number > 0"),
+        ((10, 8, -10.0), ValueError, "base must be a finite number > 0"),
+    ],
+)
+def test_sinusoidal_encoding_bad_arguments(args, error, match):
+    with pytest.raises(error, match=match):
+        sinusoidal_encoding(*args)
+
+
+def test_zero_positions_is_an_empty_table():
+    assert sinusoidal_encoding(0, 8).shape == (0, 8)
+
+
+@pytest.mark.parametrize(
+    "make,error,match",
+    [
+        (lambda: SinusoidalPositionalEncoding(7), ValueError, "d_model must be even"),
+        (lambda: SinusoidalPositionalEncoding(0), ValueError, "d_model must be a positive"),
+        (lambda: LearnedPositionalEmbedding(0, 8), ValueError, "max_len must be a positive"),
+        (lambda: LearnedPositionalEmbedding(8.0, 8), TypeError, "max_len must be a whole"),
+        (lambda: LearnedPositionalEmbedding(8, True), TypeError, "d_model must be a whole"),
+        (lambda: rotation_matrix(1, 9), ValueError, "d_model must be even"),
+        (lambda: rotation_matrix("3", 8), TypeError, "k must be a number"),
+        (lambda: rotation_matrix(True, 8), TypeError, "k must be a number"),
+        (lambda: sinusoidal_encoding_at([[1, 2]], 8), ValueError, "one-dimensional"),
+    ],
+)
+def test_constructors_bad_arguments(make, error, match):
+    with pytest.raises(error, match=match):
+        make()
+
+
+@pytest.mark.parametrize(
+    "module", [SinusoidalPositionalEncoding(16), LearnedPositionalEmbedding(32, 16)]
+)
+@pytest.mark.parametrize(
+    "x,error,match",
+    [
+        (torch.zeros(4, 16), ValueError, r"3 dimensions \[batch, n, d_model\].*\[4, 16\]"),
+        (torch.zeros(1, 4, 12), ValueError, "d_model=16"),
+        ([[0.0] * 16], TypeError, "must be a torch.Tensor"),
+    ],
+)
+def test_modules_reject_wrong_input_shapes(module, x, error, match):
+    with pytest.raises(error, match=match):
+        module(x)
+
+
+def test_modules_bad_offset():
+    with pytest.raises(ValueError, match="offset must be a whole number >= 0"):
+        SinusoidalPositionalEncoding(8)(torch.zeros(1, 2, 8), offset=-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# the exercise checks: right answers pass, wrong ones get a verdict naming the problem
+# ----------------------------------------------------------------------------------------------
+
+
+def right_encoding(n, d):
+    return sinusoidal_encoding(n, d)
+
+
+def _recipe(layout="interleaved", base=10000.0, two=2.0, start=0, sign=1.0):
+    def fn(n, d):
+        pos = torch.arange(start, start + n, dtype=torch.float32)[:, None]
+        i = torch.arange(d // 2, dtype=torch.float32)[None, :]
+        angle = pos / base ** (sign * two * i / d)
+        pe = torch.zeros(n, d)
+        if layout == "interleaved":
+            pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
+        elif layout == "swapped":
+            pe[:, 0::2], pe[:, 1::2] = torch.cos(angle), torch.sin(angle)
+        else:
+            pe = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)
+        return pe
+
+    return fn
+
+
+def _raises(exc):
+    def fn(*args):
+        raise exc
+
+    return fn
+
+
+def test_check_encoding_right_answers(capsys):
+    checks.check_encoding(right_encoding)
+    checks.check_encoding(_recipe())
+    checks.check_encoding(lambda n, d: sinusoidal_encoding(n, d, dtype=torch.float64).numpy())
+    assert capsys.readouterr().out.startswith("✓ Exercise 1")
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (42, "should be a function"),
+        (lambda n, d: None, "is None: did you forget to `return`"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (
+            _raises(ZeroDivisionError("division by zero")),
+            "raised ZeroDivisionError: division by zero",
+        ),
+        (lambda n, d: [[0.0] * d] * n, "should be a torch.Tensor, got a list"),
+        (lambda n, d: sinusoidal_encoding(n, d).T, "positions and dimensions are transposed"),
+        (lambda n, d: sinusoidal_encoding(n + 1, d), r"has shape \[51, 16\], expected \[50, 16\]"),
+        (lambda n, d: sinusoidal_encoding(n, d).long(), "dtype torch.int64"),
+        (lambda n, d: torch.full((n, d), float("nan")), "contains NaN"),
+        (lambda n, d: torch.full((n, d), float("inf")), "contains infinite values"),
+        (_recipe(layout="swapped"), "sin and cos are swapped"),
+        (_recipe(layout="concatenated"), "interleaves them"),
+        (_recipe(two=1.0), "uses i where it needs 2i"),
+        (_recipe(two=4.0), "column index 2i"),
+        (_recipe(sign=-1.0), "should be pos ÷"),
+        (_recipe(start=1), "positions start at 1"),
+        (_recipe(base=1000.0), "uses the base 1000 in 1/base.*the paper's base is 10000"),
+        (lambda n, d: sinusoidal_encoding(n, d) + 0.01, r"largest difference is 0.01 at index"),
+    ],
+)
+def test_check_encoding_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match) as info:
+        checks.check_encoding(fn)
+    assert info.value.exercise.startswith("Exercise 1")
+
+
+def right_wavelength(i, d):
+    return 2 * math.pi * 10000 ** (2 * i / d)
+
+
+def test_check_wavelength_right_answers(capsys):
+    checks.check_wavelength(right_wavelength)
+    checks.check_wavelength(lambda i, d: wavelengths(d)[i])  # a 0-d tensor is fine
+    checks.check_wavelength(lambda i, d: np.float32(right_wavelength(i, d)))
+    assert "✓ Exercise 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (lambda i, d: None, "is None: set it to a number"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (_raises(KeyError("x")), "raised KeyError"),
+        (lambda i, d: "6.28", "should be a number, got a str"),
+        (lambda i, d: float("nan"), "is nan, not a finite number"),
+        (lambda i, d: 10000 ** (2 * i / d), "positions per radian.*2π"),
+        (lambda i, d: 10000 ** (-2 * i / d), "angle rate w_i"),
+        (lambda i, d: 2 * math.pi * 10000 ** (-2 * i / d), "you returned 2π·w_i"),
+        (lambda i, d: 2 * math.pi * 10000 ** (i / d), "uses i where it needs 2i"),
+        (lambda i, d: 2 * math.pi * 10000 ** (4 * i / d), "exponent is 4i/d_model"),
+        (lambda i, d: math.pi * 10000 ** (2 * i / d), "half the wavelength"),
+        (lambda i, d: 2 * math.pi * 1000 ** (2 * i / d), r"expected .*2π·10000\^\(2i/d_model\)"),
+    ],
+)
+def test_check_wavelength_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match):
+        checks.check_wavelength(fn)
+
+
+def right_rotation(k, d):
+    return rotation_matrix(k, d)
+
+
+def test_check_rotation_right_answers(capsys):
+    checks.check_rotation(right_rotation)
+    checks.check_rotation(lambda k, d: rotation_matrix(k, d, dtype=torch.float32))
+    assert "✓ Exercise 3" in capsys.readouterr().out
+
+
+def _bad_angles(k, d):
+    return rotation_matrix(k, d, base=100.0)
+
+
+def _not_orthogonal(k, d):
+    return 2 * rotation_matrix(k, d)
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (lambda k, d: None, "is None: did you forget to `return`"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (_raises(RuntimeError("shape mismatch")), "raised RuntimeError: shape mismatch"),
+        (lambda k, d: torch.eye(d)[:-1], r"shape \[15, 16\], expected \[16, 16\]"),
+        (lambda k, d: torch.eye(d, dtype=torch.long), "dtype torch.int64"),
+        (lambda k, d: torch.full((d, d), float("nan")), "contains NaN"),
+        (lambda k, d: rotation_matrix(k, d).T, r"R_\(-k\), the transpose"),
+        (lambda k, d: torch.eye(d), "is the identity"),
+        (_not_orthogonal, "not orthogonal"),
+        (_bad_angles, r"differs from PE\(.*check the angle k·w_i"),
+    ],
+)
+def test_check_rotation_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match):
+        checks.check_rotation(fn)
+
+
+# ----------------------------------------------------------------------------------------------
+# pictures and the explorer
+# ----------------------------------------------------------------------------------------------
+
+
+def test_plots_return_artists():
+    pe = sinusoidal_encoding(50, 16)
+    lines = plots.plot_waves(pe, columns=(0, 1, 6))
+    assert len(lines) == 3 and np.allclose(lines[2].get_ydata(), pe[:, 6].numpy())
+    image = plots.plot_heatmap(pe)
+    assert image.get_array().shape == (50, 16)
+    line = plots.plot_wavelengths(16)
+    assert np.allclose(line.get_ydata(), wavelengths(16).numpy())
+    sim = plots.plot_similarity(pe)
+    assert sim.get_array().shape == (50, 50)
+    with pytest.raises(ValueError, match="column must be < d_model=16"):
+        plots.plot_waves(pe, columns=(16,))
+    with pytest.raises(ValueError, match=r"pe must have 2 dimensions"):
+        plots.plot_heatmap(pe[None])
+
+
+def _artists(e):
+    wave, heat, sim = e.figure.axes[:3]
+    return (
+        wave.lines[0].get_ydata().copy(),
+        np.asarray(heat.images[0].get_array()).copy(),
+        np.asarray(sim.images[0].get_array()).copy(),
+    )
+
+
+def _changed(a, b):
+    return a.shape != b.shape or not np.allclose(a, b)
+
+
+def test_positional_explorer_every_control_changes_the_plot():
+    from helpers.widgets import positional_explorer
+
+    assert plt.get_fignums() == []
+    e = positional_explorer()
+    try:
+        assert bytes(e.image.value).startswith(b"\x89PNG")
+        before = _artists(e)
+        e.controls["pair"].value = 0
+        after = _artists(e)
+        assert _changed(before[0], after[0])  # the waves follow the pair
+        np.testing.assert_allclose(after[0], sinusoidal_encoding(101, 64)[:, 0].numpy(), atol=1e-6)
+
+        before = after
+        e.controls["d_model"].value = 128
+        after = _artists(e)
+        assert all(_changed(b, a) for b, a in zip(before[1:], after[1:], strict=True))
+        assert after[1].shape == (101, 128)
+
+        before = after
+        e.controls["positions"].value = (200, 260)
+        after = _artists(e)
+        assert all(_changed(b, a) for b, a in zip(before, after, strict=True))
+        assert after[2].shape == (61, 61)
+        np.testing.assert_allclose(
+            after[0], sinusoidal_encoding_at(torch.arange(200, 261), 128)[:, 0].numpy(), atol=1e-5
+        )
+
+        # shrinking d_model clamps the pair slider, with one redraw
+        e.controls["pair"].value = 60
+        n = e.n_updates
+        e.controls["d_model"].value = 16
+        assert e.controls["pair"].max == 7 and e.controls["pair"].value == 7
+        assert e.n_updates == n + 1
+        assert "d_model = 16" in e.info.value
+        assert plt.get_fignums() == []
+    finally:
+        e.close()
+    assert plt.get_fignums() == []
+
+
+def test_positional_explorer_is_fast_enough():
+    from helpers.widgets import positional_explorer
+
+    e = positional_explorer()
+    try:
+        times = []  # CPU time of this process, so that other jobs on the machine do not count
+        for pair in [1, 2, 3, 4, 5, 6, 7]:
+            start = time.process_time()
+            e.controls["pair"].value = pair
+            times.append(time.process_time() - start)
+        assert float(np.median(times)) < 0.5  # target 0.1 s; generous here for a slow machine
+    finally:
+        e.close()
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(d_model=12), ValueError, "multiple of 8"),
+        (dict(d_model=7.0), TypeError, "d_model must be a whole number"),
+        (dict(pair=40), ValueError, "pair must be between 0 and d_model/2 - 1 = 31"),
+        (dict(positions=(50, 10)), ValueError, "0 <= start < stop"),
+        (dict(positions=(0, 5000)), ValueError, "stop <= 2048"),
+    ],
+)
+def test_positional_explorer_bad_arguments(kwargs, error, match):
+    from helpers.widgets import positional_explorer
+
+    with pytest.raises(error, match=match):
+        positional_explorer(**kwargs)
+
+
+def test_public_api():
+    assert helpers.sinusoidal_encoding is sinusoidal_encoding
+    from helpers import widgets
+
+    assert callable(widgets.positional_explorer)
+
+
+def right_has_rows(max_len, n_tokens, offset):
+    return offset + n_tokens <= max_len
+
+
+def test_check_has_rows_right_answers(capsys):
+    checks.check_has_rows(right_has_rows)
+    checks.check_has_rows(lambda m, n, o: np.bool_(o + n - 1 < m))
+    checks.check_has_rows(lambda m, n, o: torch.tensor(o + n <= m))
+    assert "✓ Exercise 4" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (lambda m, n, o: None, "returned None: did you forget to `return`"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (_raises(TypeError("bad")), "raised TypeError: bad"),
+        (lambda m, n, o: "yes", r"returned 'yes' \(str\); return True or False"),
+        (lambda m, n, o: int(o + n <= m), r"returned 1 \(int\); return True or False"),
+        (lambda m, n, o: o + n < m, "exactly max_len tokens"),
+        (lambda m, n, o: o + n <= m + 1, "Position max_len itself is already one too many"),
+        (lambda m, n, o: n <= m, "did you forget the offset"),
+        (lambda m, n, o: True, "no row for position 32"),
+    ],
+)
+def test_check_has_rows_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match) as info:
+        checks.check_has_rows(fn)
+    assert info.value.exercise.startswith("Exercise 4")
