@@ -9,6 +9,15 @@ The same W1, W2 act on every position separately (C6.4). Later models replaced R
     SwiGLU(x) = (silu(x W1 + b1) * (x W3 + b3)) W2 + b2
 
 with the hidden width scaled by 2/3 so that three matrices cost what two did (C6.3).
+
+Parameter counts, biases included (``ffn_parameter_count``)::
+
+    ReLU / GELU:  2 d_model d_ff + d_ff + d_model
+    SwiGLU:       3 d_model h + 2 h + d_model,     h = round(2/3 d_ff)
+
+At d_model = 512, d_ff = 2048: ReLU 2,099,712; SwiGLU (h = 1365) 2,099,882, i.e. 170 more
+(+0.008 %). The weights alone are 2,097,152 and 2,096,640 (512 fewer): 2/3 of 2048 is not a whole
+number, so the match is close, never exact.
 """
 
 from __future__ import annotations
@@ -20,7 +29,17 @@ from torch import nn
 
 from . import _validate as check
 
-__all__ = ["ACTIVATIONS", "relu", "gelu", "gelu_tanh", "silu", "swiglu_hidden", "FeedForward"]
+__all__ = [
+    "ACTIVATIONS",
+    "relu",
+    "gelu",
+    "gelu_tanh",
+    "silu",
+    "swiglu_hidden",
+    "ffn_parameter_count",
+    "FeedForward",
+    "trace_shapes",
+]
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -52,6 +71,27 @@ def swiglu_hidden(d_ff: int) -> int:
     Three d_model x hidden matrices then hold about as many weights as two d_model x d_ff ones.
     """
     return max(1, round(2 * check.positive_int("d_ff", d_ff) / 3))
+
+
+def ffn_parameter_count(
+    d_model: int, d_ff: int | None = None, activation: str = "relu", bias: bool = True
+) -> int:
+    """Lesson 6 (C6.3). Parameters of ``FeedForward(d_model, d_ff, activation)``, from the formula.
+
+    ReLU/GELU: W1 [d_model, d_ff] + b1 [d_ff] + W2 [d_ff, d_model] + b2 [d_model]
+    = ``2 d_model d_ff + d_ff + d_model``.
+    SwiGLU: W1, W3 [d_model, h] + b1, b3 [h] + W2 [h, d_model] + b2 [d_model]
+    = ``3 d_model h + 2 h + d_model`` with ``h = swiglu_hidden(d_ff)``.
+    Without biases (``bias=False``) only the matrix terms remain. Nothing is built, so this is
+    instant for any size; the tests check it against ``count_parameters(FeedForward(...))``.
+    """
+    d_model = check.positive_int("d_model", d_model)
+    d_ff = 4 * d_model if d_ff is None else check.positive_int("d_ff", d_ff)
+    check.choice("activation", activation, ACTIVATIONS)
+    if activation == "swiglu":
+        h = swiglu_hidden(d_ff)
+        return 3 * d_model * h + (2 * h + d_model if bias else 0)
+    return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
 
 
 _ACT_FN = {"relu": relu, "gelu": gelu}
@@ -95,3 +135,47 @@ class FeedForward(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, d_ff={self.d_ff}, d_hidden={self.d_hidden}, activation={self.activation!r}"
+
+
+def trace_shapes(ffn: FeedForward, x: torch.Tensor) -> list[dict]:
+    """Lesson 6 (C6.2). Run ``x`` through ``ffn`` step by step and record the real shapes.
+
+    Returns one row per step of the sheet's table, each a dict with ``step`` (the formula),
+    ``shape_in`` (the operands, e.g. ``"[4, 512] x [512, 2048]"``), ``shape_out`` (a tuple) and
+    ``tensor`` (the step's output)::
+
+        x W1 + b1, nonlinearity   [n, d_model] x [d_model, d_ff]  ->  [n, d_ff]
+        ... W2 + b2               [n, d_ff] x [d_ff, d_model]     ->  [n, d_model]
+
+    For SwiGLU the first row is the gated product and d_ff is the real hidden width ``d_hidden``.
+    The W shown is the math layout ``[in, out]``: ``nn.Linear`` stores its transpose.
+    """
+    if not isinstance(ffn, FeedForward):
+        raise TypeError(f"ffn must be a helpers.FeedForward, got {type(ffn).__name__}")
+    check.tensor("x", x, last_dim=ffn.d_model, layout="[..., d_model]")
+
+    def fmt(shape) -> str:
+        return "[" + ", ".join(str(s) for s in shape) + "]"
+
+    w1 = tuple(ffn.w1.weight.T.shape)  # [d_model, d_hidden]
+    w2 = tuple(ffn.w2.weight.T.shape)  # [d_hidden, d_model]
+    with torch.no_grad():
+        h = ffn.hidden(x)  # [..., d_hidden]
+        y = ffn.w2(h)  # [..., d_model]
+    first = "x W1 + b1, " + (
+        "silu(.) * (x W3 + b3)" if ffn.activation == "swiglu" else ffn.activation
+    )
+    return [
+        {
+            "step": first,
+            "shape_in": f"{fmt(x.shape)} x {fmt(w1)}",
+            "shape_out": tuple(h.shape),
+            "tensor": h,
+        },
+        {
+            "step": "... W2 + b2",
+            "shape_in": f"{fmt(h.shape)} x {fmt(w2)}",
+            "shape_out": tuple(y.shape),
+            "tensor": y,
+        },
+    ]

@@ -11,6 +11,7 @@ and read the artists of ``explorer.figure``.
 from __future__ import annotations
 
 import io
+import sys
 import time
 from collections.abc import Callable
 
@@ -105,7 +106,12 @@ class Explorer(widgets.VBox):
         self.image.value = buf.getvalue()
 
     def close(self) -> None:
-        """Detach the observers, free the figure, close the widgets."""
+        """Detach the observers, free the figure, close the widgets. Safe to call twice."""
+        if getattr(self, "_closed", False):  # ipywidgets' __del__ calls close() again
+            return
+        self._closed = True
+        if sys.is_finalizing():  # at interpreter exit there is nothing left to free
+            return
         for control in self.controls.values():
             control.unobserve(self._on_change, names="value")
             control.close()

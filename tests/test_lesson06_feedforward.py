@@ -1,0 +1,508 @@
+"""Lesson 6: the position-wise feed-forward block (claims C6.1-C6.5, checks, plots, explorer)."""
+
+import math
+import statistics
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+import torch.nn.functional as F
+
+from helpers import (
+    FeedForward,
+    TransformerBlock,
+    attention_weights,
+    count_parameters,
+    gelu,
+    gelu_tanh,
+    relu,
+    silu,
+    swiglu_hidden,
+)
+from helpers.checks import ExerciseFailed
+from helpers.checks import feedforward as checks
+from helpers.feedforward import ffn_parameter_count, trace_shapes
+from helpers.plots.feedforward import plot_activations, plot_shape_diagram
+from helpers.widgets import feedforward_explorer
+from helpers.widgets.feedforward import ffn_pieces
+
+
+def _by_hand(ffn: FeedForward, x: torch.Tensor) -> torch.Tensor:
+    w1, b1 = ffn.w1.weight.T, ffn.w1.bias  # [d_model, d_ff], [d_ff]
+    w2, b2 = ffn.w2.weight.T, ffn.w2.bias  # [d_ff, d_model], [d_model]
+    return torch.clamp(x @ w1 + b1, min=0) @ w2 + b2
+
+
+# ---------------------------------------------------------------- C6.1 the formula
+
+
+def test_C6_1_module_equals_formula_from_its_own_weights():
+    ffn = FeedForward(16, 64, "relu")
+    x = torch.randn(7, 16)
+    torch.testing.assert_close(ffn(x), _by_hand(ffn, x))
+    # and the hidden layer really is cut at zero: some units are inactive
+    h = ffn.hidden(x)
+    assert (h == 0).any() and (h > 0).any()
+
+
+def test_C6_1_relu_gelu_silu_match_torch():
+    x = torch.linspace(-6, 6, 2001, dtype=torch.float64)
+    torch.testing.assert_close(relu(x), F.relu(x))
+    torch.testing.assert_close(gelu(x), F.gelu(x))
+    torch.testing.assert_close(gelu_tanh(x), F.gelu(x, approximate="tanh"))
+    torch.testing.assert_close(silu(x), F.silu(x))
+
+
+def test_C6_1_gelu_tanh_is_close_to_exact_but_not_equal():
+    x = torch.linspace(-6, 6, 12001, dtype=torch.float64)
+    gap = (gelu(x) - gelu_tanh(x)).abs().max().item()
+    assert 1e-4 < gap < 1e-3  # about 4.7e-4 near |x| = 2
+
+
+def test_C6_1_gelu_module_uses_exact_gelu():
+    ffn = FeedForward(8, 32, "gelu")
+    x = torch.randn(3, 8)
+    want = F.gelu(x @ ffn.w1.weight.T + ffn.w1.bias) @ ffn.w2.weight.T + ffn.w2.bias
+    torch.testing.assert_close(ffn(x), want)
+
+
+# ---------------------------------------------------------------- C6.2 shapes
+
+
+def test_C6_2_shape_table_from_real_tensors():
+    ffn = FeedForward(512)
+    assert ffn.d_ff == 2048
+    rows = trace_shapes(ffn, torch.randn(10, 512))
+    assert [r["shape_out"] for r in rows] == [(10, 2048), (10, 512)]
+    assert rows[0]["shape_in"] == "[10, 512] x [512, 2048]"
+    assert rows[1]["shape_in"] == "[10, 2048] x [2048, 512]"
+    assert [tuple(r["tensor"].shape) for r in rows] == [(10, 2048), (10, 512)]
+    # the last row's tensor is the module's output
+    x = torch.randn(3, 512)
+    torch.testing.assert_close(trace_shapes(ffn, x)[-1]["tensor"], ffn(x))
+
+
+def test_C6_2_any_leading_axes():
+    ffn = FeedForward(8, 20)
+    assert ffn(torch.randn(2, 5, 8)).shape == (2, 5, 8)
+    assert ffn.hidden(torch.randn(2, 5, 8)).shape == (2, 5, 20)
+
+
+# ---------------------------------------------------------------- C6.3 ReLU / GELU / SwiGLU
+
+
+def test_C6_3_swiglu_has_three_matrices_and_two_thirds_width():
+    ffn = FeedForward(512, 2048, "swiglu")
+    mats = [p for n, p in ffn.named_parameters() if n.endswith("weight")]
+    assert len(mats) == 3
+    assert ffn.d_hidden == swiglu_hidden(2048) == 1365 == round(2 * 2048 / 3)
+    assert ffn.w1.weight.shape == ffn.w3.weight.shape == (1365, 512)
+    assert ffn.w2.weight.shape == (512, 1365)
+    relu_ffn = FeedForward(512, 2048, "relu")
+    assert len([n for n, _ in relu_ffn.named_parameters() if n.endswith("weight")]) == 2
+
+
+def test_C6_3_swiglu_parameter_count_matches_relu_exact_numbers():
+    n_relu = count_parameters(FeedForward(512, 2048, "relu"))
+    n_swiglu = count_parameters(FeedForward(512, 2048, "swiglu"))
+    assert n_relu == 2_099_712
+    assert n_swiglu == 2_099_882
+    assert abs(n_swiglu - n_relu) / n_relu < 1e-4
+    # weights alone: 2,097,152 vs 2,096,640
+    assert count_parameters(FeedForward(512, 2048, "relu", bias=False)) == 2_097_152
+    assert count_parameters(FeedForward(512, 2048, "swiglu", bias=False)) == 2_096_640
+
+
+@pytest.mark.parametrize("d_model", [64, 256, 768, 1024])
+def test_C6_3_swiglu_matches_relu_within_small_tolerance(d_model):
+    n_relu = ffn_parameter_count(d_model, 4 * d_model, "relu")
+    n_swiglu = ffn_parameter_count(d_model, 4 * d_model, "swiglu")
+    # rounding 2/3 d_ff to a whole number and the extra bias b3 leave a small gap (0.45 % at 64)
+    assert abs(n_swiglu - n_relu) / n_relu < 5e-3
+
+
+def test_C6_3_swiglu_forward_is_gated():
+    ffn = FeedForward(6, 12, "swiglu")
+    x = torch.randn(4, 6)
+    want = ffn.w2(F.silu(ffn.w1(x)) * ffn.w3(x))
+    torch.testing.assert_close(ffn(x), want)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("d_model,d_ff", [(512, 2048), (8, None), (3, 7), (5, 1), (16, 3)])
+def test_C6_3_formula_equals_count_parameters(activation, bias, d_model, d_ff):
+    ffn = FeedForward(d_model, d_ff, activation, bias=bias)
+    assert ffn_parameter_count(d_model, d_ff, activation, bias) == count_parameters(ffn)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+def test_explorer_pieces_add_up_to_count_parameters(activation):
+    pieces = ffn_pieces(24, 72, activation)
+    assert pieces["total"] == count_parameters(FeedForward(24, 72, activation))
+    ffn = FeedForward(24, 72, activation)
+    assert pieces["W1"] == ffn.w1.weight.numel() and pieces["W2"] == ffn.w2.weight.numel()
+    assert pieces["W3"] == (ffn.w3.weight.numel() if activation == "swiglu" else 0)
+
+
+# ---------------------------------------------------------------- C6.4 position-wise
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+def test_C6_4_position_by_position_equals_whole_sequence(activation):
+    ffn = FeedForward(16, 48, activation)
+    x = torch.randn(2, 9, 16)  # [B, n, d_model]
+    whole = ffn(x)
+    one_by_one = torch.stack([ffn(x[:, i]) for i in range(9)], dim=1)
+    torch.testing.assert_close(whole, one_by_one)
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+def test_C6_4_commutes_with_permuting_positions(activation):
+    ffn = FeedForward(16, 48, activation)
+    x = torch.randn(2, 9, 16)
+    perm = torch.randperm(9)
+    torch.testing.assert_close(ffn(x[:, perm]), ffn(x)[:, perm])
+
+
+def test_C6_4_changing_one_position_changes_only_that_output():
+    ffn = FeedForward(16, 48)
+    x = torch.randn(1, 6, 16)
+    x2 = x.clone()
+    x2[0, 3] += 1.0
+    changed = (ffn(x2) - ffn(x)).abs().amax(dim=-1)[0]  # [n]
+    assert changed[3] > 1e-3
+    assert torch.all(changed[torch.arange(6) != 3] == 0)
+
+
+# ---------------------------------------------------------------- C6.5 linear vs nonlinear
+
+
+def test_C6_5_attention_is_linear_in_the_values_once_weights_are_fixed():
+    n, d = 6, 8
+    q, k = torch.randn(n, d), torch.randn(n, d)
+    A = attention_weights(q, k)  # [n, n], fixed
+    v1, v2 = torch.randn(n, d), torch.randn(n, d)
+    a, b = 2.5, -1.3
+    torch.testing.assert_close(A @ (a * v1 + b * v2), a * (A @ v1) + b * (A @ v2))
+    # and attention mixes positions: changing one value row changes every output row
+    v3 = v1.clone()
+    v3[2] += 1.0
+    assert ((A @ v3 - A @ v1).abs().amax(dim=-1) > 0).all()
+
+
+def test_C6_5_feedforward_is_not_linear():
+    ffn = FeedForward(16, 64)
+    x = torch.randn(16)
+    # an affine combination (weights 1/2, 1/2): any linear or affine map would satisfy it
+    lhs = ffn(0.5 * x + 0.5 * (-x))
+    rhs = 0.5 * ffn(x) + 0.5 * ffn(-x)
+    gap = (lhs - rhs).norm() / rhs.norm()
+    assert gap > 0.1
+    # an affine map with the same weights but no ReLU would satisfy it exactly
+    affine = lambda z: (z @ ffn.w1.weight.T + ffn.w1.bias) @ ffn.w2.weight.T + ffn.w2.bias  # noqa: E731
+    torch.testing.assert_close(affine(0.5 * x + 0.5 * (-x)), 0.5 * affine(x) + 0.5 * affine(-x))
+
+
+@pytest.mark.parametrize("d_model,n_heads", [(512, 8), (64, 4), (768, 12)])
+def test_C6_5_feedforward_holds_two_thirds_of_a_block(d_model, n_heads):
+    block = TransformerBlock(d_model, n_heads)
+    frac = count_parameters(block.feedforward) / count_parameters(block)
+    assert 0.65 < frac < 2 / 3
+    if d_model == 512:
+        assert count_parameters(block) == 3_152_384
+        assert count_parameters(block.feedforward) == 2_099_712
+        assert count_parameters(block.attention) == 1_050_624
+
+
+# ---------------------------------------------------------------- bad arguments
+
+
+@pytest.mark.parametrize("bad", ["tanh", "ReLU", None, 3])
+def test_unknown_activation_raises(bad):
+    with pytest.raises(ValueError, match="activation must be one of 'relu', 'gelu', 'swiglu'"):
+        FeedForward(8, activation=bad)
+    with pytest.raises(ValueError, match="activation"):
+        ffn_parameter_count(8, 32, bad)
+
+
+@pytest.mark.parametrize("bad", [0, -4])
+def test_d_ff_not_positive_raises(bad):
+    with pytest.raises(ValueError, match="d_ff must be a positive whole number"):
+        FeedForward(8, bad)
+    with pytest.raises(ValueError, match="d_ff"):
+        ffn_parameter_count(8, bad)
+    with pytest.raises(ValueError, match="d_ff"):
+        swiglu_hidden(bad)
+
+
+def test_d_ff_float_and_d_model_bad_raise():
+    with pytest.raises(TypeError, match="d_ff must be a whole number"):
+        FeedForward(8, 32.0)
+    with pytest.raises(ValueError, match="d_model"):
+        FeedForward(0)
+    with pytest.raises(TypeError, match="d_model"):
+        ffn_parameter_count("512")
+
+
+def test_wrong_last_dimension_of_x_raises():
+    ffn = FeedForward(8, 32)
+    with pytest.raises(ValueError, match=r"x has last dimension 7 .*d_model=8"):
+        ffn(torch.randn(3, 7))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        ffn([[1.0] * 8])
+    with pytest.raises(ValueError, match="last dimension"):
+        trace_shapes(ffn, torch.randn(3, 9))
+    with pytest.raises(TypeError, match="ffn must be a helpers.FeedForward"):
+        trace_shapes(torch.nn.Linear(8, 8), torch.randn(3, 8))
+
+
+def test_plot_helpers_reject_bad_arguments():
+    with pytest.raises(ValueError, match="name must be one of"):
+        plot_activations(names=("relu", "sigmoid"), ax=_ax())
+    with pytest.raises(ValueError, match="x_range"):
+        plot_activations(x_range=(2, -2), ax=_ax())
+    with pytest.raises(ValueError, match="at least two"):
+        plot_shape_diagram([(3, 4)], ax=_ax())
+    with pytest.raises(ValueError, match="names"):
+        plot_shape_diagram([(3, 4), (3, 8)], names=["x"], ax=_ax())
+
+
+def test_explorer_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="activation"):
+        feedforward_explorer(activation="tanh")
+    with pytest.raises(ValueError, match="d_model"):
+        feedforward_explorer(d_model=4)
+    with pytest.raises(ValueError, match="multiple"):
+        feedforward_explorer(multiple=0)
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _ax():
+    from matplotlib.figure import Figure
+
+    return Figure().subplots()
+
+
+def test_plot_activations_draws_the_functions():
+    lines = plot_activations(ax=_ax())
+    assert set(lines) == {"relu", "gelu", "gelu_tanh", "silu"}
+    x = torch.from_numpy(lines["gelu"].get_xdata())
+    torch.testing.assert_close(torch.from_numpy(lines["gelu"].get_ydata()), F.gelu(x))
+    assert plt.get_fignums() == []
+
+
+def test_shape_diagram_is_drawn_from_the_shapes_given():
+    ffn = FeedForward(512)
+    rows = trace_shapes(ffn, torch.randn(4, 512))
+    art = plot_shape_diagram([(4, 512), rows[0]["shape_out"], rows[1]["shape_out"]], ax=_ax())
+    assert [r.get_height() for r in art["bars"]] == [512, 2048, 512]
+    assert "[4, 2048]" in art["labels"][1].get_text()
+    assert "expand" in art["arrows"][0].get_text() and "contract" in art["arrows"][1].get_text()
+
+
+def test_plot_without_ax_makes_a_pyplot_figure():
+    plot_activations()
+    assert len(plt.get_fignums()) == 1  # closed by the autouse fixture
+
+
+# ---------------------------------------------------------------- explorer
+
+
+def _state(e):
+    ax_shape, ax_params, ax_curve = e.figure.axes
+    return (
+        [p.get_height() for p in ax_shape.patches],
+        [p.get_height() for p in ax_params.patches],
+        ax_curve.lines[-1].get_ydata().tolist(),
+        e.info.value,
+    )
+
+
+def test_explorer_updates_in_place_for_every_control():
+    e = feedforward_explorer()
+    try:
+        assert plt.get_fignums() == []
+        heights, params, curve, info = _state(e)
+        assert heights == [512, 2048, 512]
+        assert sum(params) == 2_099_712 and "2,099,712" in info
+        n_artists = len(e.figure.axes[0].patches) + len(e.figure.axes[2].lines)
+        png = e.image.value
+
+        e.controls["d_model"].value = 256
+        h2, p2, c2, i2 = _state(e)
+        assert h2 == [256, 1024, 256] and p2 != params and i2 != info and c2 == curve
+        assert e.image.value != png
+
+        e.controls["multiple"].value = 2
+        h3, p3, _, _ = _state(e)
+        assert h3 == [256, 512, 256] and p3 != p2
+
+        e.controls["activation"].value = "gelu"
+        _, p4, c4, _ = _state(e)
+        assert c4 != curve and p4 == p3  # same counts, new curve
+        torch.testing.assert_close(
+            torch.tensor(c4, dtype=torch.float64),
+            F.gelu(torch.linspace(-4, 4, 161, dtype=torch.float64)),
+        )
+
+        e.controls["activation"].value = "swiglu"
+        h5, p5, c5, i5 = _state(e)
+        assert h5 == [256, swiglu_hidden(512), 256] and p5[1] > 0 and c5 != c4
+        assert sum(p5) == count_parameters(FeedForward(256, 512, "swiglu"))
+        assert "round(2/3" in i5
+
+        # nothing was added: the same artists were updated
+        assert len(e.figure.axes[0].patches) + len(e.figure.axes[2].lines) == n_artists
+        assert e.n_updates == 5
+        assert plt.get_fignums() == []
+    finally:
+        e.close()
+    e.close()  # closing twice is harmless
+
+
+def test_explorer_update_is_fast():
+    e = feedforward_explorer()
+    try:
+        times = []
+        for i in range(6):
+            e.controls["d_model"].value = 256 if i % 2 else 512
+            times.append(e.last_update_seconds)
+        # target 0.1 s on this machine (measured ~0.06 s); generous bound for a shared CI box
+        assert statistics.median(times) < 0.5
+    finally:
+        e.close()
+
+
+# ---------------------------------------------------------------- exercise checks
+
+
+def _raises(exc):
+    def fn(*args):
+        raise exc
+
+    return fn
+
+
+def test_check_parameter_count_right_answer(capsys):
+    checks.check_parameter_count(lambda d, f: 2 * d * f + d + f)
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [
+        (None, "is None"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (_raises(ZeroDivisionError("division by zero")), "raised ZeroDivisionError"),
+        (lambda d, f: None, "is None"),
+        (lambda d, f: "2099712", "should be a number"),
+        (lambda d, f: float("nan"), "not a finite number"),
+        (lambda d, f: 2 * d * f + d + f + 0.5, "whole number"),
+        (lambda d, f: 2 * d * f, "biases b1 and b2 are parameters too"),
+        (lambda d, f: 2 * d * f + f, "One bias is missing"),
+        (lambda d, f: d * f + d + f, "Only one matrix"),
+        (lambda d, f: 2 * (d + f), "a product"),
+        (lambda d, f: 2_099_712, "d_model=8, d_ff=32"),  # the paper's number, hard-coded
+    ],
+)
+def test_check_parameter_count_wrong_answers(answer, expected):
+    with pytest.raises(ExerciseFailed, match=expected):
+        checks.check_parameter_count(answer)
+
+
+def _right_forward(x, w1, b1, w2, b2):
+    return torch.clamp(x @ w1 + b1, min=0) @ w2 + b2
+
+
+def test_check_ffn_forward_right_answer(capsys):
+    checks.check_ffn_forward(_right_forward)
+    checks.check_ffn_forward(lambda x, w1, b1, w2, b2: F.relu(x @ w1 + b1) @ w2 + b2)
+    assert capsys.readouterr().out.startswith("✓")
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [
+        (None, "is None"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (_raises(RuntimeError("mat1 and mat2 shapes cannot be multiplied")), "raised RuntimeError"),
+        (lambda *a: None, "is None: did you forget to `return`"),
+        (lambda x, w1, b1, w2, b2: _right_forward(x, w1, b1, w2, b2).T, "has shape"),
+        (
+            lambda x, w1, b1, w2, b2: torch.clamp(x @ w1 + b1, min=0),
+            r"\[n, d_ff\]: that is the hidden",
+        ),
+        (lambda *a: _right_forward(*a).long(), "dtype torch.int64"),
+        (lambda *a: _right_forward(*a).double(), "dtype torch.float64"),
+        (lambda *a: _right_forward(*a) * float("nan"), "NaN"),
+        (lambda *a: _right_forward(*a).numpy().tolist(), "should be a torch.Tensor"),
+        (lambda x, w1, b1, w2, b2: (x @ w1 + b1) @ w2 + b2, "no nonlinearity"),
+        (lambda x, w1, b1, w2, b2: torch.relu((x @ w1 + b1) @ w2 + b2), "after W2"),
+        (lambda x, w1, b1, w2, b2: torch.relu(x @ w1 + b1) @ w2, "b2 is missing"),
+        (lambda x, w1, b1, w2, b2: torch.relu(x @ w1) @ w2 + b2, "b1 is missing"),
+        (lambda x, w1, b1, w2, b2: (torch.relu(x @ w1) + b1) @ w2 + b2, "b1 is added after"),
+        (lambda x, w1, b1, w2, b2: torch.sigmoid(x @ w1 + b1) @ w2 + b2, "largest difference"),
+    ],
+)
+def test_check_ffn_forward_wrong_answers(answer, expected):
+    with pytest.raises(ExerciseFailed, match=expected):
+        checks.check_ffn_forward(answer)
+
+
+def _grid_answer():
+    x = torch.linspace(-4, 4, 8001, dtype=torch.float64)
+    return float(x[(F.relu(x) - F.gelu(x)).abs().argmax()])
+
+
+def test_check_most_different_input_right_answers(capsys):
+    checks.check_most_different_input(_grid_answer)
+    checks.check_most_different_input(lambda: -0.7518)  # the other maximiser
+    checks.check_most_different_input(lambda: torch.tensor(0.7518))
+    out = capsys.readouterr().out
+    assert out.count("✓") == 3
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [
+        (None, "is None"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (_raises(IndexError("index 9000 is out of bounds")), "raised IndexError"),
+        (lambda: None, "is None"),
+        (lambda: float("nan"), "not a finite number"),
+        (lambda: torch.tensor([0.75, -0.75]), "should be a number"),
+        (lambda: "0.75", "should be a number"),
+        (lambda: 4751, "index of the largest"),  # argmax index instead of x
+        (lambda: 0.16997, "size of the largest difference"),
+        (lambda: 4.0, "somewhere in"),  # argmax of gelu - relu (signed, wrong way round)
+        (lambda: 0.0, "somewhere in"),
+        (lambda: 0.7518 * 1.01, "not at it"),  # 1 % off: the gap is flat there, the place is not
+        (lambda: -0.76, "finer grid"),
+        (lambda: 12.5, "outside the range"),
+    ],
+)
+def test_check_most_different_input_wrong_answers(answer, expected):
+    with pytest.raises(ExerciseFailed, match=expected):
+        checks.check_most_different_input(answer)
+
+
+def test_checks_never_leak_a_traceback_from_inside():
+    # a student function returning a wrong type must give a verdict, not a TypeError
+    for check, bad in [
+        (checks.check_parameter_count, lambda *a: [1, 2]),
+        (checks.check_ffn_forward, lambda *a: {"y": 1}),
+        (checks.check_most_different_input, lambda: object()),
+    ]:
+        with pytest.raises(ExerciseFailed):
+            check(bad)
+
+
+def test_exact_maximiser_of_relu_gelu_gap():
+    # d/dx [x Phi(-x)] = Phi(-x) - x phi(x) = 0 at x = 0.75179...
+    x = 0.7517916
+    phi = math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+    Phi_minus = 0.5 * math.erfc(x / math.sqrt(2))
+    assert abs(Phi_minus - x * phi) < 1e-6
