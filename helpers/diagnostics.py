@@ -1,14 +1,34 @@
-"""Gradient and activation diagnostics (lessons 5 and 7)."""
+"""Gradient and activation diagnostics (lessons 5 and 7).
+
+gradient_norms:    ||dL/dW2_l|| per block l (the feed-forward output weight)
+activation_scales: sqrt(mean(h_l^2)) per layer
+"""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from . import _validate as check
+from .attention import MultiHeadAttention
 from .feedforward import FeedForward
+from .model import TransformerLM, init_weights
+from .normalization import NORM_PLACEMENTS, Residual
 
-__all__ = ["find_blocks", "feedforward_of", "next_token_loss", "gradient_norms"]
+__all__ = [
+    "find_blocks",
+    "feedforward_of",
+    "next_token_loss",
+    "gradient_norms",
+    "activation_scales",
+    "DeepStack",
+    "silence_sublayers",
+    "SCALE_SITES",
+    "LayerProfile",
+    "init_profile",
+]
 
 
 def find_blocks(model: nn.Module) -> list[nn.Module]:
@@ -57,3 +77,174 @@ def gradient_norms(model: nn.Module, tokens: torch.Tensor) -> list[float]:
     loss = next_token_loss(model, tokens)
     grads = torch.autograd.grad(loss, weights)
     return [float(g.norm()) for g in grads]
+
+
+SCALE_SITES = ("stream", "sublayer_input")
+
+
+def _rms(t: torch.Tensor) -> float:
+    """Root mean square of all entries: sqrt(mean(t^2))."""
+    return float(t.detach().pow(2).mean().sqrt())
+
+
+def activation_scales(model: nn.Module, tokens: torch.Tensor, where: str = "stream") -> list[float]:
+    """Lesson 5 (C5.3). The scale (root mean square, ``sqrt(mean(h^2))``) of activations per layer.
+
+    ``where="stream"``: L+1 floats, the residual stream h_0 (the input of block 1) and the output
+    h_l of each block l = 1..L. ``where="sublayer_input"``: L floats, the input that each
+    block's feed-forward sublayer sees (after the pre-norm LayerNorm, if any).
+    Works on any model with ``.blocks`` (TransformerLM, DeepStack); runs without gradients and
+    leaves the model unchanged.
+    """
+    check.choice("where", where, SCALE_SITES)
+    blocks = find_blocks(model)
+    scales: list[float] = []
+    handles = []
+    if where == "stream":
+        handles.append(blocks[0].register_forward_pre_hook(lambda m, a: scales.append(_rms(a[0]))))
+        for b in blocks:
+            handles.append(b.register_forward_hook(lambda m, a, out: scales.append(_rms(out))))
+    else:
+        for b in blocks:
+            ffn = feedforward_of(b)
+            handles.append(ffn.register_forward_pre_hook(lambda m, a: scales.append(_rms(a[0]))))
+    try:
+        with torch.no_grad():
+            model(tokens)
+    finally:
+        for h in handles:
+            h.remove()
+    return scales
+
+
+class DeepStack(nn.Module):
+    """Lesson 5 (C5.2). A deep stack of feed-forward blocks, with or without residuals.
+
+    ``tokens [B, n] -> embedding [B, n, d_model] -> n_layers blocks -> logits [B, n, vocab_size]``
+
+    ``residual=True``:  each block is ``Residual(FeedForward, d_model, norm)``, so
+    ``h_l = h_{l-1} + FFN(h_{l-1})`` (for ``norm="none"``);
+    ``residual=False``: each block is the bare ``FeedForward``, so ``h_l = FFN(h_{l-1})``, and
+    the gradient has to pass through every layer's weights, with no identity path.
+
+    No attention: the point is depth alone. ``init`` as in :func:`helpers.init_weights`
+    ("torch" keeps PyTorch's default uniform(+-1/sqrt(fan_in)) initialization).
+    It works with :func:`gradient_norms` and :func:`activation_scales`.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int,
+        n_layers: int,
+        residual: bool = True,
+        norm: str = "none",
+        d_ff: int | None = None,
+        init: str = "torch",
+    ):
+        super().__init__()
+        self.vocab_size = check.positive_int("vocab_size", vocab_size)
+        self.d_model = check.positive_int("d_model", d_model)
+        n_layers = check.positive_int("n_layers", n_layers)
+        if not isinstance(residual, bool):
+            raise TypeError(f"residual must be True or False, got {residual!r}")
+        check.choice("norm", norm, NORM_PLACEMENTS)
+        if not residual and norm != "none":
+            raise ValueError(
+                f"norm={norm!r} needs residual=True (pre/post-norm place the norm around a "
+                f"residual connection); with residual=False use norm='none'"
+            )
+        self.residual, self.norm = residual, norm
+        self.embedding = nn.Embedding(vocab_size, d_model)  # [vocab_size, d_model]
+        self.blocks = nn.ModuleList(
+            Residual(FeedForward(d_model, d_ff), d_model, norm)
+            if residual
+            else FeedForward(d_model, d_ff)
+            for _ in range(n_layers)
+        )
+        self.head = nn.Linear(d_model, vocab_size)  # [d_model] -> [vocab_size]
+        init_weights(self, init)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        check.token_ids("tokens", tokens, self.vocab_size)
+        h = self.embedding(tokens)  # [B, n, d_model]
+        for block in self.blocks:
+            h = block(h)  # [B, n, d_model]
+        return self.head(h)  # [B, n, vocab_size]
+
+    def extra_repr(self) -> str:
+        return f"residual={self.residual}, norm={self.norm!r}"
+
+
+def silence_sublayers(model: nn.Module) -> nn.Module:
+    """Lesson 5 (C5.5). Zero the last projection of every sublayer, in place, so that every
+    attention sublayer (W_O and its bias) and every feed-forward sublayer (W2 and b2) outputs
+    exactly 0. Then a pre-norm block computes ``x + 0 = x``, a post-norm block ``LN(x + 0)``.
+    """
+    found = 0
+    with torch.no_grad():
+        for m in model.modules():
+            last = (
+                m.out_proj
+                if isinstance(m, MultiHeadAttention)
+                else m.w2
+                if isinstance(m, FeedForward)
+                else None
+            )
+            if last is not None:
+                last.weight.zero_()
+                if last.bias is not None:
+                    last.bias.zero_()
+                found += 1
+    if not found:
+        raise TypeError(
+            f"model {type(model).__name__} contains no MultiHeadAttention or FeedForward sublayer"
+        )
+    return model
+
+
+class LayerProfile(NamedTuple):
+    """Per-layer figures of one model configuration, averaged over seeds (lesson 5)."""
+
+    gradients: list[float]  # ||dL/dW2_l||, l = 1..L
+    scales: list[float]  # RMS of the residual stream h_0 .. h_L
+
+
+def init_profile(
+    norm: str,
+    n_layers: int,
+    d_model: int = 128,
+    seeds=(0, 1, 2, 3, 4),
+    vocab_size: int = 1000,
+    batch: int = 16,
+    n: int = 64,
+    n_heads: int = 4,
+) -> LayerProfile:
+    """Lesson 5 (C5.3, C5.6). Gradient norms and activation scales of a fresh model, at init.
+
+    For each seed: a :class:`helpers.TransformerLM` (``norm``, ReLU, d_ff = 4 d_model, tied
+    output, sinusoidal position) with the original Transformer's initialization
+    (``init="xavier"``: Xavier-normal weights, zero biases, embeddings N(0, 1/d_model) scaled
+    by sqrt(d_model)), and ``batch`` random sequences of ``n`` + 1 tokens; then
+    :func:`gradient_norms` (next-token loss, one backward pass) and :func:`activation_scales`.
+    Returns the mean over seeds of each per-layer figure. This is the set-up under which
+    Xiong et al. (2020, Fig. 3) see post-norm's last-layer gradients grow with layer index.
+    """
+    check.choice("norm", norm, NORM_PLACEMENTS)
+    n_layers = check.positive_int("n_layers", n_layers)
+    d_model = check.positive_int("d_model", d_model)
+    seeds = tuple(seeds)
+    if not seeds:
+        raise ValueError("seeds must name at least one seed, got an empty sequence")
+    grads, scales = [], []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = TransformerLM(
+            vocab_size, d_model, n_layers, n_heads, 4 * d_model, max_len=n + 1, norm=norm,
+            activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",
+        )  # fmt: skip
+        tokens = torch.randint(0, vocab_size, (batch, n + 1))  # [B, n+1]
+        grads.append(gradient_norms(model, tokens))
+        scales.append(activation_scales(model, tokens[:, :-1]))
+    mean = lambda rows: [sum(col) / len(col) for col in zip(*rows, strict=True)]  # noqa: E731
+    return LayerProfile(mean(grads), mean(scales))

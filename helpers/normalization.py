@@ -73,13 +73,23 @@ class Residual(nn.Module):
                 f"the residual adds x to sublayer(x), so both must have d_model features"
             )
 
+    def _sublayer(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.sublayer(x)  # [batch, n, d_model]
+        if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+            got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(
+                f"the sublayer must return a tensor of the same shape as its input "
+                f"{list(x.shape)} (d_model={self.d_model}) so that it can be added to x; got {got}"
+            )
+        return out
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check.tensor("x", x, last_dim=self.d_model, layout="[batch, n, d_model]")
         if self.norm_placement == "pre":
-            return x + self.sublayer(self.norm(x))  # identity path untouched
+            return x + self._sublayer(self.norm(x))  # identity path untouched
         if self.norm_placement == "post":
-            return self.norm(x + self.sublayer(x))  # the sum is normalized
-        return x + self.sublayer(x)
+            return self.norm(x + self._sublayer(x))  # the sum is normalized
+        return x + self._sublayer(x)
 
     def extra_repr(self) -> str:
         return f"norm={self.norm_placement!r}"

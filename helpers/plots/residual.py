@@ -1,0 +1,91 @@
+"""Lesson 5 pictures: per-layer figures (gradient norms, activation scales) of a deep stack, and
+the "which curve is post-norm?" puzzle of exercise 3.
+
+Each function draws on the ``ax`` it is given, or on a new pyplot figure when ``ax`` is None (for a
+notebook cell, which then calls ``plt.show()``), and returns the artists it made so that the lesson
+5 explorer can update them in place.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["plot_per_layer", "plot_mystery_curves", "MYSTERY_CURVES"]
+
+#: Exercise 3's puzzle: which placement each labelled curve of :func:`plot_mystery_curves` shows.
+MYSTERY_CURVES = {"A": "pre", "B": "post"}
+
+
+def _axes(ax, figsize):
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax
+
+
+def _values(name: str, values) -> np.ndarray:
+    if isinstance(values, str) or not isinstance(values, Sequence | np.ndarray):
+        raise TypeError(
+            f"{name} must be a sequence of numbers (one per layer), got {type(values).__name__}"
+        )
+    if len(values) == 0:
+        raise ValueError(f"{name} must hold at least one number (one per layer), got none")
+    if not all(isinstance(v, numbers.Real) and math.isfinite(v) for v in values):
+        raise ValueError(f"{name} must hold finite numbers, got {list(values)!r}")
+    return np.asarray(values, dtype=float)
+
+
+def plot_per_layer(
+    curves: Mapping[str, Sequence[float]],
+    ax=None,
+    log: bool = True,
+    ylabel: str = "‖∂L/∂W2‖",
+    first_layer: int = 1,
+    title: str | None = None,
+):
+    """Lesson 5 (C5.2, C5.3, C5.6). One line per named curve: value against layer index.
+
+    ``curves`` maps a label to one number per layer; layers are numbered from ``first_layer``
+    (1 for per-block gradients, 0 for activation scales h_0 .. h_L). ``log=True`` uses a log
+    y-axis, so that a factor of 10 looks the same anywhere. Returns the list of Line2D artists.
+    """
+    if not isinstance(curves, Mapping) or not curves:
+        raise TypeError("curves must be a non-empty dict {label: one number per layer}")
+    ax = _axes(ax, (6, 3))
+    lines = []
+    for label, values in curves.items():
+        y = _values(f"curves[{label!r}]", values)
+        x = np.arange(first_layer, first_layer + len(y))
+        (line,) = ax.plot(x, y, marker="o", ms=3, lw=1.5, label=str(label))
+        lines.append(line)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("layer")
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize="medium")
+    ax.legend(fontsize="small")
+    return lines
+
+
+def plot_mystery_curves(pre_gradients: Sequence[float], post_gradients: Sequence[float], ax=None):
+    """Lesson 5, exercise 3. The per-layer gradient norms of a pre-norm and a post-norm model,
+    drawn as "curve A" and "curve B" (which is which: :data:`MYSTERY_CURVES`).
+
+    Returns the two Line2D artists, A first.
+    """
+    by_placement = {"pre": pre_gradients, "post": post_gradients}
+    curves = {f"curve {k}": by_placement[v] for k, v in sorted(MYSTERY_CURVES.items())}
+    lines = plot_per_layer(
+        curves, ax=ax, log=False, title="Two models at initialization: which one is post-norm?"
+    )
+    # colours used by no other plot of the lesson, so that they give nothing away
+    for line, color in zip(lines, ("tab:purple", "tab:olive"), strict=True):
+        line.set_color(color)
+    lines[0].axes.legend(fontsize="small")
+    return lines
