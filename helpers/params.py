@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from torch import nn
 
-__all__ = ["count_parameters", "parameter_breakdown"]
+from . import _validate as check
+from .feedforward import ffn_parameter_count
+from .model import POSITIONAL_KINDS
+from .normalization import NORM_PLACEMENTS
+
+__all__ = ["count_parameters", "parameter_breakdown", "lm_parameter_counts", "tying_saving"]
 
 
 def _check_module(model) -> nn.Module:
@@ -50,3 +55,61 @@ def parameter_breakdown(model: nn.Module) -> dict[str, int]:
         parts["(own)"] = own
     parts["total"] = sum(parts.values())
     return parts
+
+
+def lm_parameter_counts(
+    vocab_size: int,
+    d_model: int,
+    n_layers: int,
+    d_ff: int | None = None,
+    max_len: int = 1024,
+    positional: str = "learned",
+    norm: str = "pre",
+    activation: str = "gelu",
+    tie_weights: bool = True,
+) -> dict[str, int]:
+    """Lesson 8 (C8.4). The parameters of a :class:`~helpers.model.TransformerLM`, from formulas.
+
+    No model is built, so this is instant at any size (the lesson 8 explorer uses it; the tests
+    check it against :func:`count_parameters` on the meta device)::
+
+        embedding  = vocab_size * d_model                       (W_E, C8.1)
+        position   = max_len * d_model if learned, else 0       (sinusoidal has no parameters)
+        per block  = 4 (d_model^2 + d_model)                    (W_Q, W_K, W_V, W_O and biases)
+                   + FFN(d_model, d_ff, activation)             (lesson 6)
+                   + 2 * 2 d_model if norm != "none"            (two LayerNorms, gamma and beta)
+        blocks     = n_layers * per block
+        final_norm = 2 d_model if norm == "pre" else 0
+        output     = 0 if tie_weights else vocab_size * d_model (tied: W_E itself, C8.3)
+
+    Returns a dict with those keys plus ``"per_block"`` and ``"total"`` (``per_block`` is not
+    part of the sum). The saving from tying is ``vocab_size * d_model`` (:func:`tying_saving`).
+    """
+    vocab_size = check.positive_int("vocab_size", vocab_size)
+    d_model = check.positive_int("d_model", d_model)
+    n_layers = check.positive_int("n_layers", n_layers)
+    max_len = check.positive_int("max_len", max_len)
+    check.choice("positional", positional, POSITIONAL_KINDS)
+    check.choice("norm", norm, NORM_PLACEMENTS)
+    if not isinstance(tie_weights, bool):
+        raise TypeError(f"tie_weights must be True or False, got {tie_weights!r}")
+    attention = 4 * (d_model * d_model + d_model)
+    ffn = ffn_parameter_count(d_model, d_ff, activation)
+    norms = 0 if norm == "none" else 2 * 2 * d_model
+    per_block = attention + ffn + norms
+    counts = {
+        "embedding": vocab_size * d_model,
+        "position": max_len * d_model if positional == "learned" else 0,
+        "blocks": n_layers * per_block,
+        "final_norm": 2 * d_model if norm == "pre" else 0,
+        "output": 0 if tie_weights else vocab_size * d_model,
+    }
+    counts["total"] = sum(counts.values())
+    counts["per_block"] = per_block
+    return counts
+
+
+def tying_saving(vocab_size: int, d_model: int) -> int:
+    """Lesson 8 (C8.4). Parameters saved by tying: the output matrix that is no longer learned,
+    ``vocab_size * d_model`` (50,000 x 768 = 38,400,000)."""
+    return check.positive_int("vocab_size", vocab_size) * check.positive_int("d_model", d_model)

@@ -1,0 +1,88 @@
+"""Lesson 8 plots: where a language model's parameters sit, and tied against untied training."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+__all__ = [
+    "BREAKDOWN_PARTS",
+    "breakdown_values",
+    "plot_parameter_breakdown",
+    "plot_training_curves",
+]
+
+#: The four bars of the breakdown; the final LayerNorm (2 d_model values) is counted with the blocks.
+BREAKDOWN_PARTS = ("embedding", "position", "blocks", "output")
+
+
+def breakdown_values(counts: dict[str, int]) -> np.ndarray:
+    """The four bar heights [embedding, position, blocks (+ final norm), output], in millions,
+    from a dict of :func:`helpers.params.lm_parameter_counts`."""
+    missing = [k for k in ("embedding", "position", "blocks", "output") if k not in counts]
+    if missing:
+        raise ValueError(f"counts is missing {missing}; pass lm_parameter_counts(...)")
+    return (
+        np.array(
+            [
+                counts["embedding"],
+                counts["position"],
+                counts["blocks"] + counts.get("final_norm", 0),
+                counts["output"],
+            ],
+            dtype=float,
+        )
+        / 1e6
+    )
+
+
+def plot_parameter_breakdown(counts: dict[str, int], ax=None, saving: int | None = None):
+    """Lesson 8. Horizontal bars of the parameter breakdown (millions). ``saving``, if given, is
+    drawn as a dashed outline on the output row: the matrix that tying removes.
+
+    Returns ``(bars, ghost, labels)``: the bar container, the dashed outline and the text
+    labels, so an explorer can update them in place (``set_width``, ``set_text``).
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 2.4))
+    values = breakdown_values(counts)
+    y = np.arange(len(BREAKDOWN_PARTS))
+    colors = ["tab:blue", "tab:gray", "tab:green", "tab:orange"]
+    bars = ax.barh(y, values, color=colors)
+    ghost = ax.barh(
+        [y[-1]],
+        [(saving or 0) / 1e6],
+        fill=False,
+        edgecolor="tab:orange",
+        linestyle="--",
+        linewidth=1.2,
+    )[0]
+    labels = [
+        ax.text(v, yi, f" {v:,.2f} M", va="center", fontsize=8)
+        for yi, v in zip(y, values, strict=True)
+    ]
+    ax.set_yticks(y, ["embedding W_E", "position", "blocks + final LN", "output W_out"])
+    ax.invert_yaxis()
+    ax.set_xlabel("parameters (millions)")
+    ax.set_xlim(0, max(values.max(), (saving or 0) / 1e6) * 1.3 + 1e-9)
+    return bars, ghost, labels
+
+
+def plot_training_curves(results: dict, ax=None, smooth: int = 20):
+    """Lesson 8 (C8.5). Training loss per step of each run in ``results`` (name -> TrainResult),
+    smoothed by a running mean over ``smooth`` steps, with each run's final validation loss as a
+    dashed line. Returns the axes."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3))
+    for (name, result), color in zip(
+        results.items(), ["tab:blue", "tab:orange", "tab:green"], strict=False
+    ):
+        losses = np.asarray(result.train_losses, dtype=float)
+        k = max(1, min(int(smooth), len(losses)))
+        running = np.convolve(losses, np.ones(k) / k, mode="valid")
+        ax.plot(np.arange(k - 1, len(losses)), running, color=color, label=f"{name} (train)")
+        ax.axhline(result.val_loss, color=color, linestyle="--", linewidth=1, label=f"{name} (val)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("next-token loss (nats)")
+    ax.legend(fontsize=8)
+    return ax

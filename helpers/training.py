@@ -1,0 +1,234 @@
+"""Lesson 8 (C8.5): a small text that ships with the course, a character tokenizer, and a short,
+reproducible training loop, enough to compare a tied and an untied model honestly.
+
+Everything is local (the text is package data, read with :mod:`importlib.resources`) and seeded:
+batches come from a ``torch.Generator`` with a fixed seed, the model is built after
+``torch.manual_seed``, and the validation loss is measured on a fixed set of windows, so the same
+call gives the same numbers on the same machine.
+
+    next-token loss  L = -(1/N) sum_t log softmax(logits_t)[x_{t+1}]       (cross-entropy, nats)
+    uniform guess    L_0 = ln(vocab_size)                                  (every token equally likely)
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+
+import torch
+from torch import nn
+
+from . import _validate as check
+from .model import TransformerLM
+from .params import count_parameters
+
+__all__ = [
+    "TEXTS",
+    "load_text",
+    "CharTokenizer",
+    "split_ids",
+    "get_batch",
+    "evaluate",
+    "TrainResult",
+    "train_lm",
+    "compare_tying",
+]
+
+#: Texts shipped in ``helpers/data`` (see the README there for their source).
+TEXTS = ("tiny_shakespeare",)
+
+
+def load_text(name: str = "tiny_shakespeare") -> str:
+    """Lesson 8. The text ``name`` shipped with the course (no network): ``tiny_shakespeare`` is
+    the first 31,742 characters of the tiny-shakespeare file of karpathy/char-rnn."""
+    check.choice("name", name, TEXTS)
+    return resources.files("helpers").joinpath("data", f"{name}.txt").read_text(encoding="utf-8")
+
+
+class CharTokenizer:
+    """Lesson 8. One token per distinct character of ``text``: id i is the i-th character in
+    sorted order, so ``vocab_size = len(set(text))`` (58 for the shipped text)."""
+
+    def __init__(self, text: str):
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text:
+            raise ValueError("text must not be empty: the vocabulary is its distinct characters")
+        self.chars = sorted(set(text))
+        self.stoi = {c: i for i, c in enumerate(self.chars)}
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.chars)
+
+    def encode(self, text: str) -> torch.Tensor:
+        """str -> token ids, a 1-D ``torch.long`` tensor [len(text)]."""
+        unknown = sorted(set(text) - self.stoi.keys())
+        if unknown:
+            raise ValueError(
+                f"text contains characters this tokenizer has no id for: {unknown[:10]!r}; "
+                f"it knows the {self.vocab_size} characters of the text it was built from"
+            )
+        return torch.tensor([self.stoi[c] for c in text], dtype=torch.long)  # [len(text)]
+
+    def decode(self, ids) -> str:
+        """token ids (a tensor or a list of ints) -> str."""
+        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids must be in 0..{self.vocab_size - 1}, got {bad[:5]}")
+        return "".join(self.chars[i] for i in ids)
+
+    def __repr__(self) -> str:
+        return f"CharTokenizer(vocab_size={self.vocab_size})"
+
+
+def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Lesson 8. The first ``1 - val_fraction`` of the ids for training, the rest (a later,
+    unseen stretch of the text) for validation."""
+    check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
+    n_train = int(round(len(ids) * (1.0 - val_fraction)))
+    return ids[:n_train], ids[n_train:]
+
+
+def get_batch(
+    ids: torch.Tensor, batch_size: int, block_size: int, generator: torch.Generator
+) -> torch.Tensor:
+    """Lesson 8. ``batch_size`` random windows of ``block_size + 1`` consecutive ids, [B, block_size+1].
+
+    The model reads the first ``block_size`` of each window and predicts the last ``block_size``
+    (:meth:`TransformerLM.loss` shifts by one). Start positions are drawn from ``generator``, so a
+    seeded generator gives the same batches every run.
+    """
+    check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
+    batch_size = check.positive_int("batch_size", batch_size)
+    block_size = check.positive_int("block_size", block_size)
+    if len(ids) < block_size + 1:
+        raise ValueError(
+            f"block_size={block_size} needs at least {block_size + 1} ids, got {len(ids)}"
+        )
+    starts = torch.randint(0, len(ids) - block_size, (batch_size,), generator=generator)  # [B]
+    return torch.stack([ids[s : s + block_size + 1] for s in starts.tolist()])  # [B, block+1]
+
+
+@torch.no_grad()
+def evaluate(
+    model: TransformerLM, ids: torch.Tensor, block_size: int, batch_size: int = 32
+) -> float:
+    """Lesson 8. Mean next-token loss over consecutive, non-overlapping windows of ``ids``
+    (the same windows every call: no randomness)."""
+    block_size = check.positive_int("block_size", block_size)
+    n_windows = (len(ids) - 1) // block_size
+    if n_windows < 1:
+        raise ValueError(f"ids is too short ({len(ids)}) for one window of block_size={block_size}")
+    windows = torch.stack(
+        [ids[i * block_size : i * block_size + block_size + 1] for i in range(n_windows)]
+    )  # [n_windows, block+1]
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for chunk in windows.split(batch_size):
+        total += float(model.loss(chunk)) * len(chunk)
+    model.train(was_training)
+    return total / n_windows
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train_lm` measured: the loss of every step, validation loss before and after."""
+
+    train_losses: list[float] = field(default_factory=list)
+    initial_val_loss: float = math.nan
+    val_loss: float = math.nan
+    n_parameters: int = 0
+
+
+def train_lm(
+    model: TransformerLM,
+    train_ids: torch.Tensor,
+    val_ids: torch.Tensor,
+    steps: int = 300,
+    batch_size: int = 32,
+    block_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+) -> TrainResult:
+    """Lesson 8 (C8.5). ``steps`` AdamW steps on random windows of ``train_ids``; batches drawn
+    from ``torch.Generator().manual_seed(seed)``. Returns a :class:`TrainResult`.
+
+    Runs on one CPU thread (the previous setting is restored afterwards): the sums inside each
+    matrix product then happen in the same order on every machine, and for a model this small
+    more threads only add overhead (on a busy 2-core machine, 60 times slower).
+    """
+    if not isinstance(model, TransformerLM):
+        raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
+    steps = check.positive_int("steps", steps)
+    lr = check.positive_float("lr", lr)
+    with _one_thread():
+        return _train(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed)
+
+
+@contextmanager
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed) -> TrainResult:
+    generator = torch.Generator().manual_seed(seed)
+    result = TrainResult(n_parameters=count_parameters(model))
+    result.initial_val_loss = evaluate(model, val_ids, block_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    model.train()
+    for _ in range(steps):
+        tokens = get_batch(train_ids, batch_size, block_size, generator)  # [B, block+1]
+        loss = model.loss(tokens)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        result.train_losses.append(loss.item())
+    result.val_loss = evaluate(model, val_ids, block_size)
+    return result
+
+
+def compare_tying(
+    text: str | None = None,
+    d_model: int = 48,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    steps: int = 250,
+    batch_size: int = 16,
+    block_size: int = 32,
+    lr: float = 5e-3,
+    seed: int = 0,
+) -> dict[str, TrainResult]:
+    """Lesson 8 (C8.5). Train a tied and an untied :class:`TransformerLM` at the same settings
+    (same seed for the weights and the batches) on ``text`` (default: the shipped text,
+    character-level, last 10% held out). Returns ``{"tied": ..., "untied": ...}``.
+    """
+    text = load_text() if text is None else text
+    tokenizer = CharTokenizer(text)
+    train_ids, val_ids = split_ids(tokenizer.encode(text))
+    results = {}
+    for name, tie in (("tied", True), ("untied", False)):
+        torch.manual_seed(seed)
+        model = TransformerLM(
+            tokenizer.vocab_size,
+            d_model,
+            n_layers,
+            n_heads,
+            max_len=block_size,
+            positional="learned",
+            tie_weights=tie,
+        )
+        results[name] = train_lm(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed)
+    return results

@@ -1,0 +1,536 @@
+"""Lesson 8: embeddings, the output projection and weight tying (C8.1-C8.5), the parameter
+formulas, the training helper, the explorer and the exercise checks."""
+
+import math
+from dataclasses import asdict
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from helpers import GPT2_SMALL, TransformerLM, count_parameters
+from helpers.checks import ExerciseFailed
+from helpers.checks import tying as checks
+from helpers.params import lm_parameter_counts, tying_saving
+from helpers.training import (
+    CharTokenizer,
+    compare_tying,
+    evaluate,
+    get_batch,
+    load_text,
+    split_ids,
+    train_lm,
+)
+
+SMALL = dict(vocab_size=23, d_model=16, n_layers=2, n_heads=2, max_len=16)
+
+
+def _model(tie=True, seed=0, **overrides):
+    torch.manual_seed(seed)
+    return TransformerLM(**{**SMALL, **overrides}, tie_weights=tie)
+
+
+def _meta_count(tie, **config):
+    with torch.device("meta"):
+        model = TransformerLM(**config, tie_weights=tie)
+    assert model.token_embedding.weight.is_meta
+    return count_parameters(model)
+
+
+# --- C8.1 ------------------------------------------------------------------------------------------
+
+
+def test_C8_1_lookup_equals_one_hot_times_table():
+    model = _model()
+    W_E = model.token_embedding.weight  # [V, d]
+    assert tuple(W_E.shape) == (SMALL["vocab_size"], SMALL["d_model"])
+    ids = torch.tensor([0, 5, 22, 5, 7])
+    one_hot = F.one_hot(ids, num_classes=SMALL["vocab_size"]).float()  # [n, V]
+    torch.testing.assert_close(one_hot @ W_E, model.token_embedding(ids), rtol=0, atol=0)
+
+
+# --- C8.2 ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_C8_2_one_logit_per_token_per_position(tie):
+    model = _model(tie)
+    tokens = torch.randint(0, SMALL["vocab_size"], (3, 11))
+    logits = model(tokens)
+    assert tuple(logits.shape) == (3, 11, SMALL["vocab_size"])
+    assert tuple(model.lm_head.weight.shape) == (SMALL["vocab_size"], SMALL["d_model"])
+    assert model.lm_head.bias is None
+
+
+# --- C8.3 ------------------------------------------------------------------------------------------
+
+
+def test_C8_3_tied_is_the_same_tensor_and_logits_use_it():
+    model = _model(True)
+    assert model.tied
+    assert model.lm_head.weight is model.token_embedding.weight
+    assert model.lm_head.weight.data_ptr() == model.token_embedding.weight.data_ptr()
+    tokens = torch.randint(0, SMALL["vocab_size"], (2, 9))
+    logits, hidden = model(tokens, return_hidden=True)
+    h = model.final_norm(hidden[-1])
+    torch.testing.assert_close(logits, h @ model.token_embedding.weight.T)
+
+
+def test_C8_3_untied_has_its_own_matrix():
+    model = _model(False)
+    assert not model.tied
+    assert model.lm_head.weight.data_ptr() != model.token_embedding.weight.data_ptr()
+
+
+def _sgd_step(model):
+    batch = torch.randint(
+        0, SMALL["vocab_size"], (4, 9), generator=torch.Generator().manual_seed(1)
+    )
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    opt.zero_grad()
+    model.loss(batch).backward()
+    opt.step()
+
+
+def test_C8_3_one_step_moves_both_while_a_copy_diverges():
+    tied = _model(True)
+    before = tied.token_embedding.weight.detach().clone()
+    _sgd_step(tied)
+    assert tied.lm_head.weight is tied.token_embedding.weight
+    assert not torch.equal(tied.token_embedding.weight, before)
+
+    copied = _model(False)
+    with torch.no_grad():
+        copied.lm_head.weight.copy_(copied.token_embedding.weight)
+    assert torch.equal(copied.lm_head.weight, copied.token_embedding.weight)
+    _sgd_step(copied)
+    assert not torch.equal(copied.lm_head.weight, copied.token_embedding.weight)
+
+
+def test_C8_3_tied_gradient_is_the_sum_of_both_uses():
+    """The shared matrix's gradient = gradient through the embedding + through the output."""
+    tied = _model(True)
+    untied = _model(False)
+    untied.load_state_dict(tied.state_dict())  # same values, two matrices
+    assert torch.equal(untied.lm_head.weight, untied.token_embedding.weight)
+    batch = torch.randint(0, SMALL["vocab_size"], (2, 8))
+    tied.loss(batch).backward()
+    untied.loss(batch).backward()
+    torch.testing.assert_close(
+        tied.token_embedding.weight.grad,
+        untied.token_embedding.weight.grad + untied.lm_head.weight.grad,
+    )
+
+
+def test_C8_3_state_dict_twice_parameters_once():
+    model = _model(True)
+    state = model.state_dict()
+    ptr = model.token_embedding.weight.data_ptr()
+    shared = sorted(k for k, v in state.items() if v.data_ptr() == ptr)
+    assert shared == ["lm_head.weight", "token_embedding.weight"]
+    params = list(model.parameters())
+    assert sum(p is model.token_embedding.weight for p in params) == 1
+    assert len(list(model.named_parameters(remove_duplicate=False))) == len(params) + 1
+    # a tied state_dict loads back into a tied model and keeps it tied
+    fresh = _model(True, seed=5)
+    fresh.load_state_dict(state)
+    assert fresh.tied and torch.equal(fresh.token_embedding.weight, model.token_embedding.weight)
+
+
+# --- C8.4 ------------------------------------------------------------------------------------------
+
+
+def test_C8_4_worked_example_saves_38_400_000():
+    config = dict(vocab_size=50_000, d_model=768, n_layers=12, n_heads=12, positional="learned")
+    saved = _meta_count(False, **config) - _meta_count(True, **config)
+    assert saved == 38_400_000 == 50_000 * 768 == tying_saving(50_000, 768)
+
+
+def test_C8_4_gpt2_small_counts_on_meta_device():
+    config = {k: v for k, v in asdict(GPT2_SMALL).items() if k != "tie_weights"}
+    assert _meta_count(True, **config) == 124_439_808
+    assert _meta_count(False, **config) == 163_037_184
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        dict(vocab_size=50257, d_model=768, n_layers=12, n_heads=12, d_ff=3072),
+        dict(vocab_size=100, d_model=32, n_layers=3, n_heads=4, positional="sinusoidal"),
+        dict(vocab_size=7, d_model=24, n_layers=2, n_heads=3, norm="post", activation="relu"),
+        dict(vocab_size=300, d_model=64, n_layers=1, n_heads=8, norm="none", max_len=50),
+        dict(vocab_size=512, d_model=48, n_layers=2, n_heads=4, activation="swiglu", d_ff=100),
+    ],
+)
+@pytest.mark.parametrize("tie", [True, False])
+def test_C8_4_formula_matches_count_parameters(config, tie):
+    counts = lm_parameter_counts(
+        config["vocab_size"],
+        config["d_model"],
+        config["n_layers"],
+        d_ff=config.get("d_ff"),
+        max_len=config.get("max_len", 1024),
+        positional=config.get("positional", "learned"),
+        norm=config.get("norm", "pre"),
+        activation=config.get("activation", "gelu"),
+        tie_weights=tie,
+    )
+    full = {"positional": "learned", **config}
+    assert counts["total"] == _meta_count(tie, **full)
+    parts = ("embedding", "position", "blocks", "final_norm", "output")
+    assert counts["total"] == sum(counts[p] for p in parts)
+
+
+# --- C8.5 and the training helper ---------------------------------------------------------------
+
+
+def test_text_ships_with_the_package_and_tokenizes():
+    text = load_text()
+    assert 20_000 < len(text) < 100_000 and text.startswith("First Citizen:")
+    tok = CharTokenizer(text)
+    assert tok.vocab_size == len(set(text)) == 58
+    ids = tok.encode(text[:100])
+    assert ids.dtype == torch.long and tok.decode(ids) == text[:100]
+    with pytest.raises(ValueError, match="no id"):
+        tok.encode("€")
+    with pytest.raises(ValueError, match="name must be one of"):
+        load_text("war_and_peace")
+
+
+def test_batches_are_reproducible_with_a_seeded_generator():
+    ids = torch.arange(200)
+    a = get_batch(ids, 4, 8, torch.Generator().manual_seed(3))
+    b = get_batch(ids, 4, 8, torch.Generator().manual_seed(3))
+    assert tuple(a.shape) == (4, 9) and torch.equal(a, b)
+    assert torch.equal(a[:, 1:] - a[:, :-1], torch.ones(4, 8, dtype=torch.long))  # consecutive
+    with pytest.raises(ValueError, match="block_size"):
+        get_batch(torch.arange(5), 2, 8, torch.Generator())
+
+
+def test_train_lm_lowers_the_loss():
+    text = load_text()
+    tok = CharTokenizer(text)
+    train_ids, val_ids = split_ids(tok.encode(text))
+    assert len(val_ids) == round(0.1 * len(text))
+    val_ids = val_ids[:641]  # 40 windows of 16: enough to see the loss fall, and quick
+    model = _model(True, vocab_size=tok.vocab_size, max_len=16)
+    result = train_lm(model, train_ids, val_ids, steps=20, batch_size=8, block_size=16, lr=1e-2)
+    assert len(result.train_losses) == 20
+    assert result.val_loss < result.initial_val_loss
+    assert result.val_loss == pytest.approx(evaluate(model, val_ids, 16))
+
+
+@pytest.mark.slow
+def test_C8_5_tied_vs_untied_is_reproducible_and_honest():
+    kwargs = dict(steps=40, d_model=32, batch_size=8, block_size=16)
+    threads = torch.get_num_threads()
+    first, again = compare_tying(**kwargs), compare_tying(**kwargs)
+    uniform = math.log(58)
+    for name in ("tied", "untied"):
+        r = first[name]
+        assert math.isfinite(r.val_loss) and r.val_loss < r.initial_val_loss
+        assert r.val_loss < uniform
+        assert r.train_losses == again[name].train_losses  # same seed, same numbers
+        assert r.val_loss == again[name].val_loss
+    assert first["untied"].n_parameters - first["tied"].n_parameters == 58 * 32
+    assert torch.get_num_threads() == threads  # one thread while training, then restored
+
+
+# --- bad arguments ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vocab_size", [0, -5])
+def test_bad_vocab_size_is_rejected(vocab_size):
+    with pytest.raises(ValueError, match="vocab_size"):
+        TransformerLM(vocab_size, 16, 1, 2)
+    with pytest.raises(ValueError, match="vocab_size"):
+        lm_parameter_counts(vocab_size, 16, 1)
+    with pytest.raises(ValueError, match="vocab_size"):
+        tying_saving(vocab_size, 16)
+
+
+def test_bad_vocab_size_type_is_rejected():
+    with pytest.raises(TypeError, match="vocab_size"):
+        TransformerLM(100.0, 16, 1, 2)
+
+
+def test_unknown_positional_kind_is_rejected():
+    with pytest.raises(ValueError, match="positional must be one of 'sinusoidal', 'learned'"):
+        TransformerLM(10, 16, 1, 2, positional="rotary")
+    with pytest.raises(ValueError, match="positional"):
+        lm_parameter_counts(10, 16, 1, positional="rotary")
+
+
+def test_token_ids_out_of_range_are_rejected():
+    model = _model(True)
+    with pytest.raises(ValueError, match=r"tokens must hold ids in 0\.\.22"):
+        model(torch.tensor([[1, 2, 23]]))
+    with pytest.raises(ValueError, match="tokens must hold ids"):
+        model(torch.tensor([[-1, 2]]))
+    with pytest.raises(TypeError, match="integer token ids"):
+        model(torch.zeros(1, 3))
+
+
+def test_tie_weights_must_be_a_bool_in_the_formula():
+    with pytest.raises(TypeError, match="tie_weights"):
+        lm_parameter_counts(10, 16, 1, tie_weights="yes")
+
+
+# --- the explorer -----------------------------------------------------------------------------
+
+
+def test_tying_explorer_updates_in_place_without_pyplot():
+    from helpers.widgets import tying_explorer
+
+    before = set(plt.get_fignums())
+    explorer = tying_explorer()
+    try:
+        bars = explorer.figure.axes[0].patches
+        widths = lambda: [round(p.get_width(), 9) for p in bars]  # noqa: E731
+        start = widths()
+        assert "124,439,808" in explorer.info.value and "38,597,376" in explorer.info.value
+        assert "tied to W_E (saves 38.60 M)" in explorer.figure.axes[0].texts[-1].get_text()
+
+        explorer.controls["vocab_size"].value = 32_000
+        after_vocab = widths()
+        assert after_vocab != start
+        assert "24,576,000" in explorer.info.value  # 32,000 x 768 saved
+
+        explorer.controls["d_model"].value = 512
+        after_d = widths()
+        assert after_d != after_vocab
+
+        explorer.controls["n_layers"].value = 4
+        after_depth = widths()
+        assert after_depth[2] != after_d[2]  # the blocks bar
+
+        explorer.controls["tie"].value = False
+        untied = widths()
+        assert untied[3] > 0 and after_depth[3] == 0  # the output bar appears
+        assert explorer.figure.axes[0].texts[-1].get_text().strip().endswith(" M")
+        counts = lm_parameter_counts(32_000, 512, 4, tie_weights=False)
+        assert f"{counts['total']:,}" in explorer.info.value
+        assert untied[3] == pytest.approx(counts["output"] / 1e6)
+        assert explorer.n_updates == 5
+        assert set(plt.get_fignums()) == before
+    finally:
+        explorer.close()
+    assert set(plt.get_fignums()) == before
+
+
+def test_tying_explorer_counts_match_a_real_model():
+    """The explorer's formula against count_parameters, at a few control settings."""
+    for vocab, d, layers, tie in [(1000, 64, 1, True), (5000, 128, 3, False)]:
+        counts = lm_parameter_counts(vocab, d, layers, tie_weights=tie)
+        config = dict(vocab_size=vocab, d_model=d, n_layers=layers, n_heads=4, positional="learned")
+        assert counts["total"] == _meta_count(tie, **config)
+
+
+# --- the exercise checks ----------------------------------------------------------------------
+
+
+def _raises_not_implemented(*args):
+    raise NotImplementedError()
+
+
+def _raises_key_error(*args):
+    raise KeyError("oops")
+
+
+def _failure(check, fn) -> str:
+    with pytest.raises(ExerciseFailed) as info:
+        check(fn)
+    return str(info.value)
+
+
+def test_check_embed_one_hot_accepts_right_answers(capsys):
+    checks.check_embed_one_hot(
+        lambda ids, W: F.one_hot(ids, num_classes=W.shape[0]).to(W.dtype) @ W
+    )
+    checks.check_embed_one_hot(lambda ids, W: W[ids])  # indexing gives the same values
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (None, "is None"),
+        (_raises_not_implemented, "not implemented yet"),
+        (_raises_key_error, "raised KeyError"),
+        (lambda ids, W: None, "did you forget to `return`"),
+        (lambda ids, W: W[ids].T, "has shape"),
+        (lambda ids, W: W[ids].long(), "dtype"),
+        (lambda ids, W: W[ids] * float("nan"), "NaN"),
+        (lambda ids, W: W[ids] + 0.5, "differs"),
+        (lambda ids, W: F.one_hot(ids).float() @ W, "num_classes"),  # too few columns
+        (lambda ids, W: F.one_hot(ids, num_classes=W.shape[0]) @ W, ".float()"),  # long @ float
+        (lambda ids, W: F.one_hot(ids, num_classes=W.shape[0]).float(), "one-hot matrix itself"),
+        (lambda ids, W: W.T[ids[:0]], "has shape"),
+    ],
+)
+def test_check_embed_one_hot_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_embed_one_hot, answer)
+
+
+def test_check_parameters_saved_accepts_right_answer(capsys):
+    checks.check_parameters_saved(lambda v, d: v * d)
+    checks.check_parameters_saved(lambda v, d: float(v * d))  # a whole float is fine
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (None, "is None"),
+        (_raises_not_implemented, "not implemented yet"),
+        (_raises_key_error, "raised KeyError"),
+        (lambda v, d: None, "is None"),
+        (lambda v, d: "38400000", "should be a number"),
+        (lambda v, d: float("nan"), "not a finite number"),
+        (lambda v, d: v * d + 0.5, "whole number"),
+        (lambda v, d: 2 * v * d, "twice the saving"),
+        (lambda v, d: v * d + v, "no bias"),
+        (lambda v, d: v + d, "vocab_size times d_model"),
+        (lambda v, d: 38_400_000, "expected"),
+        (lambda v, d: torch.tensor([v * d, 1]), "should be a number"),
+    ],
+)
+def test_check_parameters_saved_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_parameters_saved, answer)
+
+
+def _tie_right(model):
+    model.lm_head.weight = model.token_embedding.weight
+    return model
+
+
+def _tie_no_return(model):
+    model.lm_head.weight = model.token_embedding.weight
+
+
+def _tie_copy(model):
+    model.lm_head.weight = nn.Parameter(model.token_embedding.weight.detach().clone())
+    return model
+
+
+def _tie_copy_data(model):
+    with torch.no_grad():
+        model.lm_head.weight.copy_(model.token_embedding.weight)
+    return model
+
+
+def _tie_transposed(model):
+    model.lm_head.weight = nn.Parameter(model.token_embedding.weight.T)
+    return model
+
+
+def _tie_wrong_way(model):
+    model.token_embedding.weight = model.lm_head.weight
+    return model
+
+
+def _tie_nan(model):
+    model.lm_head.weight = model.token_embedding.weight
+    with torch.no_grad():
+        model.token_embedding.weight.fill_(float("nan"))
+    return model
+
+
+def _tie_double(model):
+    model.lm_head.weight = model.token_embedding.weight
+    return model.double()
+
+
+def _tie_new_model(model):
+    return _model(True)
+
+
+def _tie_nothing(model):
+    return model
+
+
+def _tie_delete(model):
+    del model.lm_head
+    return model
+
+
+def test_check_tie_accepts_right_answer(capsys):
+    checks.check_tie(_tie_right)
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (None, "is None"),
+        (_raises_not_implemented, "not implemented yet"),
+        (_raises_key_error, "raised KeyError"),
+        (_tie_no_return, "returned None"),
+        (_tie_new_model, "not the model it was given"),
+        (_tie_copy, "a copy"),
+        (_tie_copy_data, "a copy"),
+        (_tie_transposed, "without transposing"),
+        (_tie_wrong_way, "the other way round"),
+        (_tie_nan, "NaN"),
+        (_tie_double, "dtype"),
+        (_tie_nothing, "is not model.token_embedding.weight"),  # left untied
+        (_tie_delete, "missing or not a tensor"),
+    ],
+)
+def test_check_tie_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_tie, answer)
+
+
+def _names_right(model):
+    ptr = model.token_embedding.weight.data_ptr()
+    return [k for k, v in model.state_dict().items() if v.data_ptr() == ptr]
+
+
+def _names_from_parameters(model):
+    ptr = model.token_embedding.weight.data_ptr()
+    return [k for k, v in model.named_parameters() if v.data_ptr() == ptr]
+
+
+def _names_by_value(model):
+    w = model.token_embedding.weight
+    return [k for k, v in model.state_dict().items() if v.shape == w.shape and torch.equal(v, w)]
+
+
+def test_check_shared_names_accepts_right_answer(capsys):
+    checks.check_shared_names(_names_right)
+    checks.check_shared_names(lambda m: tuple(_names_right(m)))
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (None, "is None"),
+        (_raises_not_implemented, "not implemented yet"),
+        (_raises_key_error, "raised KeyError"),
+        (lambda m: None, "returned None"),
+        (lambda m: "token_embedding.weight", "list of names"),
+        (lambda m: torch.zeros(2), "list of names"),
+        (_names_from_parameters, "state_dict() lists it under every module"),
+        (_names_by_value, "equal values are not shared storage"),
+        (lambda m: ["token_embedding.weight", "lm_head.weight"], "an untied model"),
+    ],
+)
+def test_check_shared_names_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_shared_names, answer)
+
+
+def test_checks_never_leak_a_traceback_from_inside():
+    """Whatever the student's function does, the check raises ExerciseFailed, nothing else."""
+    weird = [lambda *a: object(), lambda *a: [1, 2], lambda *a: 1 / 0]
+    for check in (
+        checks.check_embed_one_hot,
+        checks.check_parameters_saved,
+        checks.check_tie,
+        checks.check_shared_names,
+    ):
+        for fn in weird:
+            with pytest.raises(ExerciseFailed):
+                check(fn)
