@@ -1,0 +1,615 @@
+"""The lessons as a student sees them: JupyterLab in a real browser (headless Chromium).
+
+nbval proves the kernel side; this proves the page. One JupyterLab server (loopback, free port,
+random token, the repository root as root dir) and one Chromium for the whole module; both are
+stopped at the end whatever happened. For each lesson notebook of ``helpers.course.LESSONS`` that
+exists, in JupyterLab:
+
+1. open it, clear the stored outputs (Edit > Clear Outputs of All Cells), Run > Run All Cells,
+   wait until the kernel is idle;
+2. every code cell ran in this session (a fresh execution count, in order);
+3. no error output anywhere (tracebacks and stderr) except in cells tagged ``raises-exception``,
+   and each of those does show its error;
+4. every widget output rendered (a widget view, no "Error displaying widget", nothing left
+   "Loading widget...");
+5. the explorer's picture is present (an ``<img>`` inside the widget, decoded, non-empty);
+6. the explorer's main control (its first slider or dropdown) moved the way a student moves it
+   (typing into the slider's readout, picking another option) changes the picture: the image's
+   bytes differ, not only its URL;
+7. the page never tried to save the notebook (autosave is off, and the test server refuses and
+   records any save, so the committed files are never rewritten).
+
+A screenshot of each lesson is saved to ``test-artifacts/browser_<notebook name>.png``. A
+self-test runs the same checks on two small generated notebooks, one that must pass and one with
+an untagged error that must be reported, so the harness itself is known to fail when it should.
+
+Chromium is Debian's ``/usr/bin/chromium`` (``apt-get install chromium``); playwright never
+downloads a browser. Without it these tests are skipped with a message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from helpers.course import LESSONS
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+RUN_ALL_TIMEOUT_S = 900  # a whole lesson, kernel start included
+STEP_TIMEOUT_MS = 60_000  # opening a page, a menu, a widget update
+
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover - requirements-dev.txt has it
+    sync_playwright = None
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="browser tests need Debian's Chromium at /usr/bin/chromium "
+        "(apt-get install chromium); playwright never downloads a browser here",
+    ),
+    pytest.mark.skipif(sync_playwright is None, reason="python playwright is not installed"),
+]
+
+# JupyterLab user settings for the test server: no autosave (the committed notebooks are never
+# rewritten), every cell in the DOM (no virtual windowing), no news or update notifications.
+LAB_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "fetchNews": "false",
+        "checkForUpdates": False,
+    },
+}
+
+
+SAVE_HOOK = """
+from tornado.web import HTTPError
+
+
+def refuse_save(model=None, path=None, contents_manager=None, **kwargs):
+    with open({log!r}, "a") as f:
+        f.write(str(path) + "\\n")
+    # an HTTPError (not any other exception) makes jupyter_server refuse the save
+    raise HTTPError(403, "the browser test server never saves: " + str(path))
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# Server and browser, one each for the module
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Lab:
+    url: str
+    token: str
+    log: Path
+    saves: Path  # one line per save the page attempted (all refused)
+
+    def saved(self) -> list[str]:
+        return self.saves.read_text().splitlines() if self.saves.exists() else []
+
+    def api(self, path: str, method: str = "GET"):
+        req = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def page_url(self, relpath: str) -> str:
+        return f"{self.url}/lab/tree/{relpath}?reset&token={self.token}"
+
+    def shutdown_kernels(self) -> None:
+        for session in self.api("/api/sessions"):
+            with contextlib.suppress(urllib.error.URLError, OSError):
+                self.api(f"/api/sessions/{session['id']}", method="DELETE")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's process group (the server and its kernels), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    ARTIFACTS.mkdir(exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="lab-browser-test-"))
+    settings = home / "settings"
+    for name, value in LAB_SETTINGS.items():
+        (settings / name).parent.mkdir(parents=True, exist_ok=True)
+        (settings / name).write_text(json.dumps(value))
+    # a save from the page is refused and recorded (autosave is off; nothing should ever save)
+    (home / "lab_browser_test_hooks.py").write_text(SAVE_HOOK.format(log=str(home / "saves.log")))
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(home), env.get("PYTHONPATH")])),
+        JUPYTERLAB_SETTINGS_DIR=str(settings),
+        JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+    )
+    env.pop("MPLBACKEND", None)  # as in a student's session: the kernel picks inline itself
+    port, token = _free_port(), secrets.token_hex(24)
+    log = ARTIFACTS / "browser_jupyterlab.log"
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root"]
+    cmd += ["--ServerApp.ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0"]
+    cmd += [f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}"]
+    cmd += ["--LabApp.news_url=None"]
+    cmd += ["--FileContentsManager.pre_save_hook=lab_browser_test_hooks.refuse_save"]
+    with open(log, "w") as log_file:
+        proc = subprocess.Popen(
+            cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    server = Lab(f"http://127.0.0.1:{port}", token, log, home / "saves.log")
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                server.api("/api/status")
+                break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"JupyterLab did not answer in 90 s:\n{log.read_text()[-3000:]}")
+                time.sleep(0.5)
+        yield server
+    finally:
+        _stop(proc)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+        )
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def page(browser, lab):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(STEP_TIMEOUT_MS)
+    pg = context.new_page()
+    try:
+        yield pg
+    finally:
+        context.close()
+        lab.shutdown_kernels()  # one kernel at a time: a torch kernel holds hundreds of MB
+
+
+# ---------------------------------------------------------------------------------------------
+# What the checks read from the page
+# ---------------------------------------------------------------------------------------------
+
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+
+# One report per cell of the open notebook, in order.
+CELLS_JS = """
+(sel) => {
+  const nb = document.querySelector(sel);
+  if (!nb) return null;
+  return [...nb.querySelectorAll('.jp-Cell')].map((cell) => {
+    const kind = cell.classList.contains('jp-CodeCell') ? 'code'
+               : cell.classList.contains('jp-MarkdownCell') ? 'markdown' : 'raw';
+    const prompt = cell.querySelector('.jp-InputArea-prompt');
+    const errors = [...cell.querySelectorAll(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"],' +
+        '.jp-RenderedText[data-mime-type="application/vnd.jupyter.stderr"]')]
+      .map((e) => e.innerText.slice(0, 600));
+    const widgetOutputs = [...cell.querySelectorAll(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.widget-view+json"]')];
+    const outText = [...cell.querySelectorAll('.jp-OutputArea')].map((o) => o.innerText).join('\\n');
+    return {
+      kind,
+      prompt: prompt ? prompt.innerText.trim() : '',
+      errors,
+      nWidgetOutputs: widgetOutputs.length,
+      nWidgetsRendered: widgetOutputs.filter((o) => o.querySelector('.jupyter-widgets')).length,
+      widgetError: outText.includes('Error displaying widget'),
+      widgetLoading: outText.includes('Loading widget'),
+      nImages: [...cell.querySelectorAll('.jupyter-widgets img')].length,
+    };
+  });
+}
+"""
+
+# SHA-256 of the bytes behind the explorer's image (blob: or data: URL), and its size on screen.
+IMAGE_JS = """
+async (img) => {
+  const buf = await (await fetch(img.src)).arrayBuffer();
+  const digest = await crypto.subtle.digest('SHA-256', buf);
+  const hex = [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  return {src: img.src, sha: hex, bytes: buf.byteLength,
+          width: img.naturalWidth, height: img.naturalHeight, complete: img.complete};
+}
+"""
+
+
+def _menu(page, menu: str, item: str) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
+    entry = page.locator(".lm-Menu-content .lm-Menu-item:visible").filter(
+        has=page.locator(".lm-Menu-itemLabel", has_text=item)
+    )
+    entry.first.click()
+
+
+def _cells(page) -> list[dict]:
+    return page.evaluate(CELLS_JS, NOTEBOOK)
+
+
+def _kernel_idle(page) -> bool:
+    """The status bar says "<kernel name> | Idle" and the toolbar's execution indicator agrees."""
+    return page.evaluate(
+        """() => {
+          const ind = document.querySelector(
+            '.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-ExecutionIndicator');
+          const items = [...document.querySelectorAll('.jp-StatusBar-TextItem')]
+            .map((e) => e.innerText.trim());
+          const kernel = items.some((t) => / \\| Idle$/.test(t) && !t.startsWith('No Kernel'));
+          return kernel && ind !== null && ind.getAttribute('data-status') === 'idle';
+        }"""
+    )
+
+
+def _wait(predicate, timeout_s: float, what: str, page=None, interval_s: float = 0.5):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        if page is not None:
+            page.wait_for_timeout(interval_s * 1000)
+        else:
+            time.sleep(interval_s)
+
+
+def _notebook_cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+@dataclass
+class LabRun:
+    seconds_to_idle: float
+    cells: list[dict]
+    image_before: dict | None
+    image_after: dict | None
+    control: str | None
+
+
+def run_in_lab(page, lab: Lab, notebook: Path, explorer: str | None, screenshot: Path) -> LabRun:
+    """Open ``notebook`` in JupyterLab, run it all, check it, move the explorer; see the module doc."""
+    relpath = notebook.relative_to(ROOT).as_posix()
+    saves_before = len(lab.saved())
+    source = _notebook_cells(notebook)
+    try:
+        page.goto(lab.page_url(relpath), wait_until="domcontentloaded")
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(state="attached")
+        _wait(lambda: _kernel_idle(page), 180, "the kernel to start (idle)", page)
+        dom = _wait(
+            lambda: len(_cells(page)) == len(source) and _cells(page),
+            30,
+            f"JupyterLab to show the {len(source)} cells",
+            page,
+        )
+        assert len(dom) == len(source), (
+            f"JupyterLab shows {len(dom)} cells, the file has {len(source)}"
+        )
+
+        _menu(page, "Edit", "Clear Outputs of All Cells")
+        _wait(
+            lambda: not any(c["prompt"] not in ("[ ]:", "") for c in _cells(page)),
+            30,
+            "the stored outputs to clear",
+            page,
+        )
+        start = time.monotonic()
+        _menu(page, "Run", "Run All Cells")
+        code_idx = [i for i, c in enumerate(source) if c["cell_type"] == "code"]
+
+        def finished():
+            cells = _cells(page)
+            prompts = [cells[i]["prompt"] for i in code_idx]
+            if any("*" in p for p in prompts):
+                return None
+            return cells if _kernel_idle(page) else None
+
+        # Run All queues every cell at once; a cell still queued shows [*]
+        page.wait_for_timeout(1000)
+        cells = _wait(finished, RUN_ALL_TIMEOUT_S, "Run All Cells to finish", page, 1.0)
+        seconds = time.monotonic() - start
+
+        # 2. every code cell ran now, top to bottom
+        counts = []
+        for i in code_idx:
+            prompt = cells[i]["prompt"]
+            assert prompt.startswith("[") and prompt[1:-2].isdigit(), (
+                f"code cell {i} did not run in this session (prompt {prompt!r}); "
+                f"source starts {''.join(source[i]['source'])[:120]!r}"
+            )
+            counts.append(int(prompt[1:-2]))
+        assert counts == sorted(counts) and len(set(counts)) == len(counts), counts
+
+        # 3. errors only where a cell is tagged raises-exception, and there always
+        for i in code_idx:
+            tags = source[i].get("metadata", {}).get("tags", [])
+            first_line = "".join(source[i]["source"]).split("\n", 1)[0][:100]
+            if "raises-exception" in tags:
+                assert cells[i]["errors"], (
+                    f"code cell {i} ({first_line!r}) is tagged raises-exception "
+                    "but shows no error in JupyterLab"
+                )
+            else:
+                if cells[i]["errors"]:  # the screenshot shows the error
+                    page.locator(f"{NOTEBOOK} .jp-Cell").nth(i).scroll_into_view_if_needed()
+                assert not cells[i]["errors"], (
+                    f"error output in code cell {i} ({first_line!r}):\n"
+                    + "\n---\n".join(cells[i]["errors"])
+                )
+
+        # 4. every widget rendered
+        def widgets_settled():
+            cs = _cells(page)
+            return None if any(c["widgetLoading"] for c in cs) else cs
+
+        cells = _wait(widgets_settled, 60, "widgets to finish loading", page)
+        for i, c in enumerate(cells):
+            assert not c["widgetError"], f"cell {i}: Error displaying widget"
+            assert c["nWidgetsRendered"] == c["nWidgetOutputs"], (
+                f"cell {i}: {c['nWidgetOutputs'] - c['nWidgetsRendered']} widget output(s) "
+                "not rendered"
+            )
+        body = page.locator("body").inner_text()
+        assert "Error displaying widget" not in body
+
+        image_before = image_after = control_name = None
+        if explorer is not None:
+            ex_idx = [i for i in code_idx if f"{explorer}(" in "".join(source[i]["source"])]
+            assert ex_idx, f"no cell calls {explorer}()"
+            cell = page.locator(f"{NOTEBOOK} .jp-Cell").nth(ex_idx[0])
+            # 5. the explorer's picture
+            img = cell.locator(".jupyter-widgets img").first
+            img.wait_for(state="visible")
+            cell.scroll_into_view_if_needed()
+            _wait(
+                lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"),
+                30,
+                "the explorer's image to decode",
+                page,
+            )
+            image_before = img.evaluate(IMAGE_JS)
+            assert image_before["bytes"] > 1000 and image_before["width"] > 50, image_before
+
+            # 6. move the main control: the first slider or dropdown of the explorer
+            control = cell.locator(".widget-slider, .widget-dropdown").first
+            control.wait_for(state="visible")
+            control_name = control.locator(".widget-label").first.inner_text().strip()
+            classes = control.get_attribute("class") or ""
+            handles = control.locator(".noUi-handle")
+            if "widget-slider" in classes and handles.count() == 1:
+                # a student types into the editable readout (IntSlider, FloatSlider)
+                lo = float(handles.first.get_attribute("aria-valuemin"))
+                hi = float(handles.first.get_attribute("aria-valuemax"))
+                readout = control.locator(".widget-readout").first
+                now = float(readout.inner_text().strip())
+                target = hi if now != hi else lo
+                readout.click()
+                page.keyboard.press("Control+A")
+                page.keyboard.type(f"{target:g}")
+                page.keyboard.press("Enter")
+                control_name += f" {now:g} -> {target:g}"
+            elif "widget-slider" in classes:
+                # a range slider: the keyboard on its upper handle
+                before = float(handles.last.get_attribute("aria-valuenow"))
+                handles.last.focus()
+                key = (
+                    "ArrowLeft"
+                    if before == float(handles.last.get_attribute("aria-valuemax"))
+                    else "ArrowRight"
+                )
+                for _ in range(5):
+                    page.keyboard.press(key)
+                after = float(handles.last.get_attribute("aria-valuenow"))
+                control_name += f" upper {before:g} -> {after:g}"
+            else:
+                select = control.locator("select").first
+                options = select.locator("option").all_inner_texts()
+                current = select.evaluate("s => s.options[s.selectedIndex].text")
+                other = next(o for o in options if o != current)
+                select.select_option(label=other)
+                control_name += f" {current} -> {other}"
+
+            _wait(
+                lambda: img.get_attribute("src") != image_before["src"],
+                60,
+                f"the explorer's image to update after moving {control_name}",
+                page,
+            )
+            _wait(lambda: _kernel_idle(page), 60, "the kernel to be idle after the update", page)
+            _wait(
+                lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"),
+                30,
+                "the updated image to decode",
+                page,
+            )
+            image_after = img.evaluate(IMAGE_JS)
+            assert image_after["sha"] != image_before["sha"], (
+                f"moving {control_name} sent a new image with the same picture"
+            )
+            cell.scroll_into_view_if_needed()
+            page.wait_for_timeout(300)
+        return LabRun(seconds, _cells(page), image_before, image_after, control_name)
+    finally:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(screenshot))
+        # 7. nothing was written back to the committed notebook (the server refuses saves)
+        attempted = lab.saved()[saves_before:]
+        assert not attempted, f"the page tried to save {attempted}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The lessons
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[f"lesson{l.number}" for l in LESSONS])
+def test_lesson_in_jupyterlab(lesson, lab, page):
+    notebook = ROOT / "notebooks" / lesson.notebook
+    if not notebook.exists():
+        pytest.skip(f"notebooks/{lesson.notebook} does not exist yet")
+    shot = ARTIFACTS / f"browser_{notebook.stem}.png"
+    run = run_in_lab(page, lab, notebook, lesson.explorer, shot)
+    print(
+        f"{lesson.notebook}: Run All to idle {run.seconds_to_idle:.1f} s; "
+        f"moved {run.control}; screenshot {shot.relative_to(ROOT)}"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# The harness itself: it passes a good notebook and reports a broken one
+# ---------------------------------------------------------------------------------------------
+
+SELFTEST_EXPLORER = """
+import ipywidgets
+import numpy as np
+from helpers.widgets._base import Explorer, dropdown, new_figure, slider
+
+
+def selftest_explorer(first="slider"):
+    # a small explorer whose first control is a slider, a dropdown or a range slider
+    fig, axes = new_figure(4, 2)
+    x = np.linspace(0, 2 * np.pi, 100)
+    (line,) = axes[0, 0].plot(x, np.sin(x))
+    axes[0, 0].set_ylim(-1.1, 1.1)
+
+    def update(freq, shape, span):
+        f = np.sin if shape == "sin" else np.cos
+        line.set_ydata(f(freq * x) * (span[1] - span[0]) / 10)
+        return f"frequency {freq}, {shape}, span {span}"
+
+    controls = {
+        "freq": slider("frequency", 1, 1, 5),
+        "shape": dropdown("shape", ["sin", "cos"]),
+        "span": ipywidgets.IntRangeSlider(value=(0, 10), min=0, max=10, description="span"),
+    }
+    key = {"slider": "freq", "dropdown": "shape", "range": "span"}[first]
+    controls = {key: controls[key], **controls}
+    return Explorer("self-test", controls, fig, update)
+"""
+
+
+def _selftest_notebook(path: Path, broken: bool, first: str = "slider") -> None:
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    cells = [
+        new_markdown_cell("# Browser harness self-test"),
+        new_code_cell(
+            "import sys\nsys.path.insert(0, '.')\nfrom selftest_widget import selftest_explorer\nprint('ok')"
+        ),
+        new_code_cell(
+            "raise ValueError('shown on purpose')", metadata={"tags": ["raises-exception"]}
+        ),
+        new_code_cell(f"selftest_explorer({first!r})", metadata={"tags": ["nbval-ignore-output"]}),
+    ]
+    if broken:
+        cells.append(new_code_cell("1 / 0  # an error nobody tagged"))
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def selftest_dir():
+    folder = ARTIFACTS / "browser-selftest"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "selftest_widget.py").write_text(SELFTEST_EXPLORER)
+    return folder
+
+
+@pytest.mark.parametrize(
+    "first, moved",
+    [
+        ("slider", "frequency 1 -> 5"),
+        ("dropdown", "shape sin -> cos"),
+        ("range", "span upper 10 -> 5"),
+    ],
+)
+def test_harness_passes_a_good_notebook_and_moves_its_control(
+    lab, page, selftest_dir, first, moved
+):
+    nb = selftest_dir / f"good_{first}.ipynb"
+    _selftest_notebook(nb, broken=False, first=first)
+    shot = ARTIFACTS / f"browser_selftest_good_{first}.png"
+    run = run_in_lab(page, lab, nb, "selftest_explorer", shot)
+    assert run.control == moved, run.control
+    assert run.image_before["sha"] != run.image_after["sha"]
+
+
+def test_harness_reports_an_untagged_error(lab, page, selftest_dir):
+    nb = selftest_dir / "broken.ipynb"
+    _selftest_notebook(nb, broken=True)
+    with pytest.raises(
+        AssertionError, match=r"(?s)error output in code cell 4 .*ZeroDivisionError"
+    ):
+        run_in_lab(page, lab, nb, "selftest_explorer", ARTIFACTS / "browser_selftest_broken.png")
+    # and a save from the page is refused and recorded, so check 7 can fail too
+    before, on_disk = len(lab.saved()), nb.read_bytes()
+    _menu(page, "File", "Save Notebook")
+    _wait(lambda: len(lab.saved()) > before, 30, "the server to record the save", page)
+    assert lab.saved()[-1].endswith("browser-selftest/broken.ipynb"), lab.saved()
+    assert nb.read_bytes() == on_disk, "the refused save still changed the file"
