@@ -1,0 +1,715 @@
+"""Lesson 7, stacking: the helpers behind claims C7.1-C7.3, the equivalence with PyTorch's
+``nn.TransformerEncoderLayer``, the exercise checks, the explorer."""
+
+import math
+import statistics
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from helpers import MultiHeadAttention, TransformerBlock, TransformerLM, count_parameters
+from helpers.blocks import (
+    copy_from_torch_encoder_layer,
+    make_shared_stack,
+    make_stack,
+    run_stack,
+    shared_tensors,
+    stream_statistics,
+)
+from helpers.checks import ExerciseFailed
+from helpers.checks import depth as checks
+from helpers.plots import depth as plots
+
+# ----------------------------------------------------------------------------------------------
+# C7.1 every block maps [batch, n, d_model] to the same shape, so any number of blocks stack
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["pre", "post", "none"])
+@pytest.mark.parametrize("shape", [(1, 1, 32), (3, 7, 32), (2, 16, 32)])
+def test_C7_1_block_preserves_shape(norm, shape):
+    block = TransformerBlock(32, 4, norm=norm)
+    x = torch.randn(*shape)
+    assert block(x).shape == x.shape
+
+
+@pytest.mark.parametrize("depth", [1, 2, 6, 12])
+def test_C7_1_any_number_of_blocks_stack(depth):
+    stack = make_stack(depth, 32, 4)
+    x = torch.randn(2, 5, 32)
+    with torch.no_grad():
+        y, hidden = run_stack(stack, x, return_hidden=True)
+    assert y.shape == x.shape
+    assert len(hidden) == depth + 1 and all(h.shape == x.shape for h in hidden)
+    assert hidden[0] is x and torch.equal(hidden[-1], y)
+
+
+def test_C7_1_language_model_returns_every_state():
+    model = TransformerLM(50, 32, 3, 4)
+    tokens = torch.randint(0, 50, (2, 9))
+    with torch.no_grad():
+        logits, hidden = model(tokens, return_hidden=True)
+    assert logits.shape == (2, 9, 50)
+    assert [tuple(h.shape) for h in hidden] == [(2, 9, 32)] * 4
+
+
+def test_C7_1_run_stack_names_a_block_that_changes_the_shape():
+    class Widen(nn.Module):
+        d_model = 8
+
+        def forward(self, x):
+            return torch.cat([x, x], dim=-1)
+
+    with pytest.raises(ValueError, match="block 0 changed the shape"):
+        run_stack([Widen()], torch.randn(1, 2, 8))
+
+
+# ----------------------------------------------------------------------------------------------
+# C7.2 no weight sharing; count(L) = base + L * per_block exactly
+# ----------------------------------------------------------------------------------------------
+
+
+def test_C7_2_every_block_owns_distinct_tensors():
+    stack = make_stack(6, 32, 4)
+    assert shared_tensors(stack) == []
+    ptrs = [p.data_ptr() for p in stack.parameters()]
+    assert len(ptrs) == len(set(ptrs)) == 6 * len(list(stack[0].parameters()))
+    ids = {id(p) for b in stack for p in b.parameters()}
+    assert len(ids) == len(ptrs)
+
+
+def test_C7_2_blocks_start_different_and_stay_independent():
+    stack = make_stack(2, 16, 2)
+    assert not torch.equal(stack[0].attention.q_proj.weight, stack[1].attention.q_proj.weight)
+    with torch.no_grad():
+        stack[0].attention.q_proj.weight.zero_()
+    assert stack[1].attention.q_proj.weight.abs().sum() > 0
+
+
+def test_C7_2_language_model_blocks_own_distinct_tensors():
+    model = TransformerLM(40, 32, 4, 4)
+    assert shared_tensors(model.blocks) == []
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(vocab_size=100, d_model=32, n_heads=4),
+        dict(vocab_size=100, d_model=48, n_heads=6, norm="post", positional="learned", max_len=64),
+        dict(vocab_size=257, d_model=64, n_heads=8, d_ff=100, tie_weights=False),
+        dict(vocab_size=50257, d_model=768, n_heads=12, d_ff=3072, positional="learned"),
+    ],
+)
+def test_C7_2_count_is_base_plus_depth_times_per_block(kwargs):
+    def count(L):
+        with torch.device("meta"):
+            return count_parameters(TransformerLM(n_layers=L, **kwargs))
+
+    c1, c2 = count(1), count(2)
+    per_block, base = c2 - c1, 2 * c1 - c2
+    with torch.device("meta"):
+        assert per_block == count_parameters(
+            TransformerBlock(kwargs["d_model"], kwargs["n_heads"], kwargs.get("d_ff"))
+        )
+    for L in (3, 4, 6, 12):
+        assert count(L) == base + L * per_block
+
+
+def test_C7_2_gpt2_small_count():
+    with torch.device("meta"):
+        model = TransformerLM(50257, 768, 12, 12, 3072, positional="learned")
+        block = TransformerBlock(768, 12, 3072)
+    assert count_parameters(block) == 7_087_872
+    assert count_parameters(model) == 124_439_808
+
+
+@pytest.mark.parametrize("depth", [1, 2, 6, 12])
+def test_C7_2_shared_stack_count_does_not_grow(depth):
+    shared = make_shared_stack(depth, 32, 4)
+    one = count_parameters(TransformerBlock(32, 4))
+    assert count_parameters(shared) == one
+    assert count_parameters(make_stack(depth, 32, 4)) == depth * one
+    if depth > 1:
+        pairs = shared_tensors(shared)
+        assert len(pairs) == (depth - 1) * len(list(shared[0].parameters()))
+        assert all(i == 0 for i, _, _, _ in pairs)
+
+
+def test_C7_2_shared_stack_applies_one_block_repeatedly():
+    shared = make_shared_stack(3, 16, 2)
+    x = torch.randn(2, 4, 16)
+    with torch.no_grad():
+        want = shared[0](shared[0](shared[0](x)))
+        got = run_stack(shared, x)
+    torch.testing.assert_close(got, want)
+
+
+def test_C7_2_shared_tensors_sees_shared_memory_not_only_shared_objects():
+    a, b = TransformerBlock(8, 2), TransformerBlock(8, 2)
+    b.attention.q_proj.weight = nn.Parameter(
+        a.attention.q_proj.weight.data
+    )  # new object, same memory
+    pairs = shared_tensors([a, b])
+    assert pairs == [(0, "attn.sublayer.q_proj.weight", 1, "attn.sublayer.q_proj.weight")]
+
+
+def test_C7_2_shared_gradients_accumulate():
+    shared = make_shared_stack(3, 8, 2)
+    run_stack(shared, torch.randn(1, 3, 8)).sum().backward()
+    grads = [b.attention.q_proj.weight.grad for b in shared]
+    assert all(g is grads[0] for g in grads)
+
+
+# ----------------------------------------------------------------------------------------------
+# Equivalence with torch.nn.TransformerEncoderLayer (dropout 0), both norm placements
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm,norm_first", [("pre", True), ("post", False)])
+@pytest.mark.parametrize("d_model,n_heads,d_ff", [(32, 4, 64), (64, 8, 256), (24, 3, 50)])
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_block_matches_torch_encoder_layer(norm, norm_first, d_model, n_heads, d_ff, mode):
+    layer = nn.TransformerEncoderLayer(
+        d_model,
+        n_heads,
+        d_ff,
+        dropout=0.0,
+        activation="relu",
+        batch_first=True,
+        norm_first=norm_first,
+    )
+    with torch.no_grad():  # make the layer norms non-trivial so that they are really compared
+        for ln in (layer.norm1, layer.norm2):
+            ln.weight.normal_(1.0, 0.2)
+            ln.bias.normal_(0.0, 0.2)
+    block = copy_from_torch_encoder_layer(
+        layer, TransformerBlock(d_model, n_heads, d_ff, norm=norm)
+    )
+    getattr(layer, mode)()
+    getattr(block, mode)()
+    x = torch.randn(3, 11, d_model)
+    with torch.no_grad():
+        torch.testing.assert_close(block(x), layer(x), atol=1e-5, rtol=1e-5)
+
+
+def test_copy_checks_the_match():
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=True)
+    with pytest.raises(ValueError, match="norm placement"):
+        copy_from_torch_encoder_layer(layer, TransformerBlock(16, 4, 32, norm="post"))
+    with pytest.raises(ValueError, match="n_heads"):
+        copy_from_torch_encoder_layer(layer, TransformerBlock(16, 2, 32))
+    with pytest.raises(ValueError, match="d_ff"):
+        copy_from_torch_encoder_layer(layer, TransformerBlock(16, 4, 64))
+    with pytest.raises(ValueError, match="d_model"):
+        copy_from_torch_encoder_layer(layer, TransformerBlock(32, 4, 32))
+    with pytest.raises(ValueError, match="activation"):
+        copy_from_torch_encoder_layer(layer, TransformerBlock(16, 4, 32, activation="gelu"))
+    with pytest.raises(ValueError, match="causal"):
+        copy_from_torch_encoder_layer(layer, TransformerBlock(16, 4, 32, causal=True))
+    with pytest.raises(TypeError, match="layer must be"):
+        copy_from_torch_encoder_layer(TransformerBlock(16, 4), TransformerBlock(16, 4))
+    with pytest.raises(TypeError, match="block must be"):
+        copy_from_torch_encoder_layer(layer, layer)
+
+
+# ----------------------------------------------------------------------------------------------
+# C7.3 the residual stream
+# ----------------------------------------------------------------------------------------------
+
+
+def _block_parts(block, h):
+    """The two sublayer outputs a block adds to the stream (pre-norm)."""
+    a = block.attention(block.attn.norm(h))  # [B, n, d]
+    f = block.feedforward(block.ffn.norm(h + a))  # [B, n, d]
+    return a, f
+
+
+def test_C7_3_pre_norm_stream_is_h0_plus_every_sublayer_output():
+    torch.manual_seed(1)
+    model = TransformerLM(64, 32, 6, 4, norm="pre", init="xavier").eval()
+    tokens = torch.randint(0, 64, (2, 10))
+    with torch.no_grad():
+        _, hidden = model(tokens, return_hidden=True)
+        total = hidden[0].clone()
+        for l, block in enumerate(model.blocks):
+            a, f = _block_parts(block, hidden[l])
+            torch.testing.assert_close(hidden[l + 1] - hidden[l], a + f, atol=1e-5, rtol=1e-5)
+            total = total + a + f
+    torch.testing.assert_close(hidden[-1], total, atol=1e-4, rtol=1e-5)
+
+
+def test_C7_3_post_norm_stream_is_renormalized_not_summed():
+    torch.manual_seed(1)
+    model = TransformerLM(64, 32, 6, 4, norm="post", init="xavier").eval()
+    tokens = torch.randint(0, 64, (2, 10))
+    with torch.no_grad():
+        _, hidden = model(tokens, return_hidden=True)
+        block = model.blocks[2]
+        a = block.attention(hidden[2])
+        f = block.feedforward(block.attn.norm(hidden[2] + a))
+    assert not torch.allclose(hidden[3] - hidden[2], a + f, atol=1e-2)
+    norms = torch.stack([h.norm(dim=-1) for h in hidden[1:]])  # [L, B, n]
+    torch.testing.assert_close(norms, torch.full_like(norms, math.sqrt(32)), atol=1e-3, rtol=1e-4)
+
+
+def test_C7_3_pre_norm_stream_grows_with_depth():
+    torch.manual_seed(0)
+    model = TransformerLM(256, 64, 12, 4, norm="pre", init="xavier").eval()
+    tokens = torch.randint(0, 256, (4, 32))
+    with torch.no_grad():
+        _, hidden = model(tokens, return_hidden=True)
+    contribution, stream = stream_statistics(hidden)
+    assert contribution.shape == (12,) and stream.shape == (13,)
+    assert (stream[1:] > stream[:-1]).all()
+    assert stream[-1] / stream[0] > 3
+    # contributions of similar size, added in mostly unrelated directions: ||h_L||^2 is close to
+    # ||h_0||^2 + sum ||delta_l||^2 (a random walk), far from (||h_0|| + sum ||delta_l||)^2
+    walk = math.sqrt(stream[0] ** 2 + (contribution**2).sum())
+    assert 0.8 < stream[-1] / walk < 1.3
+    assert stream[-1] < 0.5 * (stream[0] + contribution.sum())
+
+
+def test_C7_3_stream_statistics_values():
+    h0 = torch.zeros(1, 2, 3)
+    h1 = torch.tensor([[[3.0, 4.0, 0.0], [0.0, 0.0, 1.0]]])
+    contribution, stream = stream_statistics([h0, h1])
+    torch.testing.assert_close(contribution, torch.tensor([3.0]))
+    torch.testing.assert_close(stream, torch.tensor([0.0, 3.0]))
+
+
+@pytest.mark.parametrize(
+    "hidden,error,match",
+    [
+        (torch.zeros(2, 3, 4), ValueError, "list"),
+        ([torch.zeros(2, 3, 4)], ValueError, "at least two"),
+        ([torch.zeros(2, 3, 4), torch.zeros(2, 3, 5)], ValueError, r"hidden\[1\] has shape"),
+        ([torch.zeros(2, 3, 4), torch.zeros(3, 4)], ValueError, "3 dimensions"),
+        ([torch.zeros(2, 3, 4), "h1"], TypeError, "torch.Tensor"),
+    ],
+)
+def test_stream_statistics_bad_arguments(hidden, error, match):
+    with pytest.raises(error, match=match):
+        stream_statistics(hidden)
+
+
+# ----------------------------------------------------------------------------------------------
+# bad arguments
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("factory", [MultiHeadAttention, TransformerBlock])
+def test_n_heads_must_divide_d_model(factory):
+    with pytest.raises(ValueError, match="n_heads must divide d_model"):
+        factory(30, 4)
+
+
+@pytest.mark.parametrize("factory", [make_stack, make_shared_stack])
+def test_stack_n_heads_must_divide_d_model(factory):
+    with pytest.raises(ValueError, match="n_heads must divide d_model"):
+        factory(2, 30, 4)
+
+
+@pytest.mark.parametrize(
+    "depth,error", [(0, ValueError), (-1, ValueError), (2.0, TypeError), ("2", TypeError)]
+)
+@pytest.mark.parametrize("factory", [make_stack, make_shared_stack])
+def test_depth_must_be_at_least_one(factory, depth, error):
+    with pytest.raises(error, match="n_layers"):
+        factory(depth, 16, 2)
+
+
+def test_language_model_depth_must_be_at_least_one():
+    with pytest.raises(ValueError, match="n_layers"):
+        TransformerLM(10, 16, 0, 2)
+
+
+@pytest.mark.parametrize(
+    "x,match",
+    [
+        (torch.zeros(2, 5, 17), "d_model=16"),
+        (torch.zeros(5, 16), "3 dimensions"),
+        (torch.zeros(1, 2, 5, 16), "3 dimensions"),
+    ],
+)
+def test_block_rejects_wrong_input_shape(x, match):
+    with pytest.raises(ValueError, match=match):
+        TransformerBlock(16, 2)(x)
+    with pytest.raises(ValueError, match=match):
+        run_stack(make_stack(2, 16, 2), x)
+
+
+def test_block_rejects_non_tensor():
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        TransformerBlock(16, 2)([[1.0] * 16])
+
+
+@pytest.mark.parametrize(
+    "stack,error,match",
+    [
+        ([], ValueError, "at least one block"),
+        (nn.ModuleList(), ValueError, "at least one block"),
+        (TransformerBlock(16, 2), TypeError, "single TransformerBlock"),
+        ([torch.zeros(3)], TypeError, r"stack\[0\]"),
+        (5, TypeError, "sequence of blocks"),
+    ],
+)
+def test_run_stack_bad_stack(stack, error, match):
+    with pytest.raises(error, match=match):
+        run_stack(stack, torch.zeros(1, 2, 16))
+    if not isinstance(stack, nn.ModuleList) or len(stack):
+        return
+    with pytest.raises(error, match=match):
+        shared_tensors(stack)
+
+
+# ----------------------------------------------------------------------------------------------
+# plots
+# ----------------------------------------------------------------------------------------------
+
+
+def test_plots_draw_given_data():
+    fig, (ax1, ax2) = plt.subplots(1, 2)
+    arts = plots.plot_parameter_count([1, 2, 3], [10, 20, 30], [10, 10, 10], ax=ax1)
+    assert list(arts["independent"].get_ydata()) == [10, 20, 30]
+    assert list(arts["shared"].get_ydata()) == [10, 10, 10]
+    arts = plots.plot_residual_stream([1.0, 2.0], [5.0, 6.0, 7.0], ax=ax2)
+    assert list(arts["stream"].get_xdata()) == [0, 1, 2]
+    assert list(arts["contribution"].get_xdata()) == [1, 2]
+    plt.close(fig)
+
+
+def test_plots_bad_arguments():
+    with pytest.raises(ValueError, match="same length"):
+        plots.plot_parameter_count([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="one value more"):
+        plots.plot_residual_stream([1.0, 2.0], [1.0, 2.0])
+    with pytest.raises(TypeError, match="sequence of numbers"):
+        plots.plot_residual_stream(["a"], [1.0, 2.0])
+
+
+# ----------------------------------------------------------------------------------------------
+# exercise checks
+# ----------------------------------------------------------------------------------------------
+
+
+def _count_right(d_model, n_layers, d_ff):
+    return n_layers * (
+        4 * (d_model**2 + d_model) + 2 * d_model * d_ff + d_ff + d_model + 4 * d_model
+    )
+
+
+def test_check_parameter_count_accepts_right_answer(capsys):
+    checks.check_parameter_count(_count_right)
+    assert "✓" in capsys.readouterr().out
+
+
+def _raise_not_implemented(*args):
+    raise NotImplementedError()
+
+
+def _raise_other(*args):
+    raise ZeroDivisionError("division by zero")
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (_raise_not_implemented, "not implemented yet"),
+        (_raise_other, "raised ZeroDivisionError"),
+        (lambda d, L, f: None, "is None"),
+        (lambda d, L, f: "many", "should be a number"),
+        (lambda d, L, f: float("nan"), "not a finite number"),
+        (lambda d, L, f: _count_right(d, L, f) + 0.5, "whole number"),
+        (lambda d, L, f: _count_right(d, 1, f), "count of ONE block"),
+        (lambda d, L, f: L * (4 * d * d + 2 * d * f + 4 * d), "biases are missing"),
+        (lambda d, L, f: L * (4 * d * d + 2 * d * f), "biases and the layer norms"),
+        (lambda d, L, f: L * (4 * (d * d + d) + 2 * d * f + f + d), "layer norms are missing"),
+        (
+            lambda d, L, f: L * (3 * (d * d + d) + 2 * d * f + f + d + 4 * d),
+            "output projection W_O",
+        ),
+        (lambda d, L, f: _count_right(d, L, f) + 1, r"off by \+1"),
+    ],
+)
+def test_check_parameter_count_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match):
+        checks.check_parameter_count(fn)
+
+
+def test_check_parameter_count_accepts_tensor_and_numpy_ints(capsys):
+    checks.check_parameter_count(lambda d, L, f: torch.tensor(_count_right(d, L, f)))
+    checks.check_parameter_count(lambda d, L, f: np.int64(_count_right(d, L, f)))
+    assert capsys.readouterr().out.count("✓") == 2
+
+
+def _right_stack(n_layers, d_model, n_heads):
+    return nn.ModuleList(TransformerBlock(d_model, n_heads) for _ in range(n_layers))
+
+
+def test_check_independent_stack_accepts_right_answer(capsys):
+    checks.check_independent_stack(_right_stack)
+    checks.check_independent_stack(lambda L, d, h: make_stack(L, d, h))
+    checks.check_independent_stack(lambda L, d, h: nn.Sequential(*_right_stack(L, d, h)))
+    assert capsys.readouterr().out.count("✓") == 3
+
+
+def _nan_stack(n_layers, d_model, n_heads):
+    stack = _right_stack(n_layers, d_model, n_heads)
+    with torch.no_grad():
+        for p in stack.parameters():
+            p.fill_(float("nan"))
+    return stack
+
+
+def _aliased_stack(n_layers, d_model, n_heads):
+    stack = _right_stack(n_layers, d_model, n_heads)
+    for b in stack[1:]:
+        b.feedforward.w1.weight = stack[0].feedforward.w1.weight  # a subtler sharing
+    return stack
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (_raise_not_implemented, "not implemented yet"),
+        (_raise_other, "raised ZeroDivisionError"),
+        (lambda L, d, h: None, "returned None"),
+        (lambda L, d, h: TransformerBlock(d, h), "single block"),
+        (lambda L, d, h: "blocks", "should return an nn.ModuleList"),
+        (lambda L, d, h: list(_right_stack(L, d, h)), "plain list"),
+        (lambda L, d, h: _right_stack(L + 1, d, h), "expected"),
+        (
+            lambda L, d, h: nn.ModuleList([nn.Linear(d, d) for _ in range(L)]),
+            "expected a TransformerBlock",
+        ),
+        (lambda L, d, h: _right_stack(L, 2 * d, h), "expected d_model="),
+        (
+            lambda L, d, h: nn.ModuleList([TransformerBlock(d, h)] * L),
+            "share their parameter tensors",
+        ),
+        (lambda L, d, h: make_shared_stack(L, d, h), r"`\[block\] \* n`"),
+        (_aliased_stack, r"feedforward|ffn\.sublayer\.w1\.weight"),
+        (_nan_stack, "NaN"),
+    ],
+)
+def test_check_independent_stack_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match):
+        checks.check_independent_stack(fn)
+
+
+def _relative_right(hidden):
+    h = torch.stack(hidden)  # [L+1, B, n, d]
+    change = (h[1:] - h[:-1]).norm(dim=-1)  # [L, B, n]
+    return (change / h[:-1].norm(dim=-1)).mean(dim=(1, 2))
+
+
+def test_check_relative_contributions_accepts_right_answer(capsys):
+    checks.check_relative_contributions(_relative_right)
+    checks.check_relative_contributions(
+        lambda hidden: torch.stack(
+            [
+                ((b - a).norm(dim=-1) / a.norm(dim=-1)).mean()
+                for a, b in zip(hidden[:-1], hidden[1:], strict=True)
+            ]
+        )
+    )
+    checks.check_relative_contributions(lambda hidden: _relative_right(hidden).numpy())
+    assert capsys.readouterr().out.count("✓") == 3
+
+
+def _norms(hidden):
+    return torch.stack(hidden).norm(dim=-1)  # [L+1, B, n]
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (_raise_not_implemented, "not implemented yet"),
+        (_raise_other, "raised ZeroDivisionError"),
+        (lambda hidden: None, "is None"),
+        (lambda hidden: [1.0, 2.0], "should be a torch.Tensor"),
+        (lambda hidden: _relative_right(hidden).to(torch.int64), "dtype torch.int64"),
+        (lambda hidden: _relative_right(hidden) * float("nan"), "NaN"),
+        (lambda hidden: torch.zeros(7), r"shape \[7\]"),
+        (lambda hidden: torch.cat([_relative_right(hidden), torch.zeros(1)]), "one per state"),
+        (
+            lambda hidden: (
+                (torch.stack(hidden)[1:] - torch.stack(hidden)[:-1]).norm(dim=-1)
+                / torch.stack(hidden)[:-1].norm(dim=-1)
+            ),
+            "one value per token",
+        ),
+        (
+            lambda hidden: ((_norms(hidden)[1:] - _norms(hidden)[:-1]) / _norms(hidden)[:-1]).mean(
+                dim=(1, 2)
+            ),
+            "SIZE of the stream",
+        ),
+        (
+            lambda hidden: (
+                (torch.stack(hidden)[1:] - torch.stack(hidden)[:-1]).norm(dim=-1).mean(dim=(1, 2))
+            ),
+            "not divided",
+        ),
+        (
+            lambda hidden: (
+                (torch.stack(hidden)[1:] - torch.stack(hidden)[:-1]).norm(dim=-1)
+                / _norms(hidden)[1:]
+            ).mean(dim=(1, 2)),
+            "AFTER the block",
+        ),
+        (
+            lambda hidden: (_norms(hidden)[1:] - _norms(hidden)[:-1]).mean(dim=(1, 2)),
+            "SIZE of the stream",
+        ),
+        (
+            lambda hidden: (_norms(hidden)[1:] / _norms(hidden)[:-1]).mean(dim=(1, 2)),
+            "how much the stream grew",
+        ),
+        (lambda hidden: _relative_right(hidden) * 1.1, "largest difference"),
+    ],
+)
+def test_check_relative_contributions_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match):
+        checks.check_relative_contributions(fn)
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(123)
+    want = torch.rand(3)
+    torch.manual_seed(123)
+    checks.check_independent_stack(_right_stack)
+    checks.check_relative_contributions(_relative_right)
+    torch.testing.assert_close(torch.rand(3), want)
+
+
+def test_exercise_failed_renders_as_one_line():
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_parameter_count(None)
+    lines = info.value._render_traceback_()
+    assert len(lines) == 1 and "Exercise 1" in lines[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# the explorer, driven without a browser
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def explorer():
+    from helpers.widgets import depth_explorer
+
+    e = depth_explorer()
+    yield e
+    e.close()
+
+
+def _lines(e):
+    ax_count, ax_stream = e.figure.axes
+    return ax_count.lines, ax_stream.lines
+
+
+def test_explorer_starts_with_defaults(explorer):
+    assert explorer.values == {"depth": 6, "d_model": 64, "norm": "pre"}
+    (independent, shared, marker), (stream, contribution) = _lines(explorer)
+    assert len(stream.get_xdata()) == 7 and len(contribution.get_xdata()) == 6
+    assert marker.get_ydata()[0] == independent.get_ydata()[5]
+    assert "count(6)" in explorer.info.value and explorer.image.value[:4] == b"\x89PNG"
+    assert plt.get_fignums() == []
+
+
+def test_explorer_depth_changes_the_plots(explorer):
+    from helpers.widgets import depth as depth_widget
+
+    (_, _, marker), (stream, contribution) = _lines(explorer)
+    before = marker.get_ydata()[0]
+    misses = depth_widget._full_stack_statistics.cache_info().misses
+    explorer.controls["depth"].value = 3
+    assert len(stream.get_xdata()) == 4 and len(contribution.get_ydata()) == 3
+    assert marker.get_ydata()[0] < before
+    assert "count(3)" in explorer.info.value
+    # changing the depth reuses the cached model of these settings: nothing is rebuilt
+    assert depth_widget._full_stack_statistics.cache_info().misses == misses
+    assert plt.get_fignums() == []
+
+
+def test_explorer_d_model_changes_the_counts_and_stream(explorer):
+    (independent, shared, _), (stream, _) = _lines(explorer)
+    counts, flat, norms = (
+        list(independent.get_ydata()),
+        list(shared.get_ydata()),
+        list(stream.get_ydata()),
+    )
+    explorer.controls["d_model"].value = 32
+    assert list(independent.get_ydata()) != counts and list(shared.get_ydata()) != flat
+    assert list(stream.get_ydata()) != norms
+    assert np.ptp(shared.get_ydata()) == 0  # the shared stack stays flat
+    assert plt.get_fignums() == []
+
+
+def test_explorer_norm_changes_the_stream(explorer):
+    (independent, _, _), (stream, contribution) = _lines(explorer)
+    counts, pre, pre_c = (
+        list(independent.get_ydata()),
+        np.array(stream.get_ydata()),
+        np.array(contribution.get_ydata()),
+    )
+    explorer.controls["norm"].value = "post"
+    post = np.array(stream.get_ydata())
+    assert not np.allclose(post, pre) and not np.allclose(contribution.get_ydata(), pre_c)
+    np.testing.assert_allclose(post[1:], math.sqrt(64), rtol=1e-3)  # post-norm: ||h_l|| = sqrt(d)
+    assert pre[-1] > 2 * pre[0]  # pre-norm: the stream grows
+    # post-norm drops the final LayerNorm (2 * d_model) and nothing else
+    assert np.allclose(np.array(counts) - np.array(independent.get_ydata()), 2 * 64)
+    assert plt.get_fignums() == []
+
+
+def test_explorer_counts_match_real_models(explorer):
+    independent = explorer.figure.axes[0].lines[0].get_ydata()
+    for L in (1, 5, 12):
+        with torch.device("meta"):
+            assert count_parameters(TransformerLM(256, 64, L, 4)) == independent[L - 1]
+
+
+def test_explorer_leaves_the_global_random_state_alone():
+    from helpers.widgets import depth as depth_widget
+
+    depth_widget._full_stack_statistics.cache_clear()
+    torch.manual_seed(5)
+    want = torch.rand(3)
+    torch.manual_seed(5)
+    e = depth_widget.depth_explorer(d_model=32)
+    e.controls["norm"].value = "post"
+    e.close()
+    torch.testing.assert_close(torch.rand(3), want)
+
+
+def test_explorer_update_is_fast_at_default_settings(explorer):
+    times = []
+    for depth in [3, 7, 6, 12, 1, 6, 5, 6, 2, 9, 6]:
+        explorer.controls["depth"].value = depth
+        times.append(explorer.last_update_seconds)
+    # target 0.1 s; the bound is loose because the test machine's 2 cores are shared
+    assert statistics.median(times) < 0.5
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(depth=0), "depth"),
+        (dict(depth=13), "depth"),
+        (dict(d_model=50), "d_model"),
+        (dict(norm="none"), "norm"),
+    ],
+)
+def test_explorer_bad_arguments(kwargs, match):
+    from helpers.widgets import depth_explorer
+
+    with pytest.raises(ValueError, match=match):
+        depth_explorer(**kwargs)
