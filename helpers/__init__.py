@@ -7,12 +7,14 @@ One module per lesson idea:
 * lesson 6, :mod:`helpers.feedforward`: the feed-forward block
 * lesson 7, :mod:`helpers.blocks`: the block, and stacking
 * lesson 8, :mod:`helpers.model`, :mod:`helpers.params`: embeddings, output, weight tying
+* lesson 9 (capstone), :mod:`helpers.checklist`: ``audit(model)`` runs the checklist K1-K5
 
 :mod:`helpers.widgets` holds one explorer per lesson, :mod:`helpers.checks` the exercise checks.
 """
 
 from .attention import MultiHeadAttention, attention_weights, scaled_dot_product_attention
 from .blocks import TransformerBlock, make_stack
+from .checklist import AuditReport, audit
 from .diagnostics import gradient_norms, next_token_loss
 from .feedforward import FeedForward, gelu, gelu_tanh, relu, silu, swiglu_hidden
 from .model import GPT2_SMALL, LMConfig, TransformerLM, init_weights
@@ -61,4 +63,6 @@ __all__ = [
     "parameter_breakdown",
     "gradient_norms",
     "next_token_loss",
+    "audit",
+    "AuditReport",
 ]
