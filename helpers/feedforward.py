@@ -46,22 +46,26 @@ ACTIVATIONS = ("relu", "gelu", "swiglu")
 
 def relu(x: torch.Tensor) -> torch.Tensor:
     """Lesson 6. ``max(0, x)``."""
+    check.tensor("x", x)
     return torch.clamp(x, min=0)
 
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
     """Lesson 6. Exact GELU: ``x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))`` (Hendrycks & Gimpel 2016)."""
+    check.tensor("x", x)
     return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
     """Lesson 6. GELU's tanh approximation, as GPT-2 used it:
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
+    check.tensor("x", x)
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def silu(x: torch.Tensor) -> torch.Tensor:
     """Lesson 6. ``x * sigmoid(x)`` (also called swish), the gate of SwiGLU."""
+    check.tensor("x", x)
     return x * torch.sigmoid(x)
 
 
@@ -97,6 +101,24 @@ def ffn_parameter_count(
 _ACT_FN = {"relu": relu, "gelu": gelu}
 
 
+def _check_input(x, d_model: int, dtype: torch.dtype) -> None:
+    """x must be a floating tensor [..., d_model] of the weights' dtype (a clear error, not torch's)."""
+    check.tensor("x", x)
+    if x.dim() == 0:
+        raise ValueError(
+            f"x must have at least one dimension [..., d_model] with d_model={d_model}, "
+            f"got a 0-dimensional tensor (a single number)"
+        )
+    check.tensor("x", x, last_dim=d_model, layout="[..., d_model]")
+    if not x.is_floating_point():
+        raise TypeError(f"x must hold floating-point numbers (torch.float32), got dtype {x.dtype}")
+    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(
+            f"x has dtype {x.dtype} but the block's weights are {dtype}: convert one of them "
+            f"(x.to({dtype}) or the module with .to({x.dtype}))"
+        )
+
+
 class FeedForward(nn.Module):
     """Lesson 6 (C6.1-C6.4). The position-wise feed-forward block.
 
@@ -125,7 +147,7 @@ class FeedForward(nn.Module):
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """The activated hidden layer, [..., d_hidden]."""
-        check.tensor("x", x, last_dim=self.d_model, layout="[..., d_model]")
+        _check_input(x, self.d_model, self.w1.weight.dtype)
         if self.activation == "swiglu":
             return silu(self.w1(x)) * self.w3(x)  # [..., d_hidden]
         return _ACT_FN[self.activation](self.w1(x))  # [..., d_hidden]
@@ -152,7 +174,7 @@ def trace_shapes(ffn: FeedForward, x: torch.Tensor) -> list[dict]:
     """
     if not isinstance(ffn, FeedForward):
         raise TypeError(f"ffn must be a helpers.FeedForward, got {type(ffn).__name__}")
-    check.tensor("x", x, last_dim=ffn.d_model, layout="[..., d_model]")
+    _check_input(x, ffn.d_model, ffn.w1.weight.dtype)
 
     def fmt(shape) -> str:
         return "[" + ", ".join(str(s) for s in shape) + "]"

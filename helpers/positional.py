@@ -36,11 +36,21 @@ __all__ = [
 def _even_d_model(d_model) -> int:
     d_model = check.positive_int("d_model", d_model)
     if d_model % 2:
+        nearest = f"{d_model + 1} or {d_model - 1}" if d_model > 1 else f"{d_model + 1}"
         raise ValueError(
             f"d_model must be even for the sinusoidal encoding (sin and cos fill columns in pairs "
-            f"2i and 2i+1), got {d_model}; use {d_model + 1} or {d_model - 1}"
+            f"2i and 2i+1), got {d_model}; use {nearest}"
         )
     return d_model
+
+
+def _floating_dtype(dtype) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(
+            f"dtype must be a floating-point torch dtype such as torch.float32 or torch.float64, "
+            f"got {dtype!r}"
+        )
+    return dtype
 
 
 def angle_rates(d_model: int, base: float = 10000.0, *, dtype=torch.float64) -> torch.Tensor:
@@ -50,6 +60,7 @@ def angle_rates(d_model: int, base: float = 10000.0, *, dtype=torch.float64) -> 
     """
     d_model = _even_d_model(d_model)
     base = check.positive_float("base", base)
+    dtype = _floating_dtype(dtype)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # [d_model/2]: 0, 2, 4, ...
     return torch.exp(-math.log(base) * two_i / d_model).to(dtype)  # base^(-2i/d_model)
 
@@ -73,9 +84,18 @@ def sinusoidal_encoding_at(
     cast to ``dtype``.
     """
     d_model = _even_d_model(d_model)
-    pos = torch.as_tensor(positions, dtype=torch.float64)
+    dtype = _floating_dtype(dtype)
+    try:
+        pos = torch.as_tensor(positions, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(
+            f"positions must be a 1-D tensor or a sequence of numbers, got {positions!r} "
+            f"({type(positions).__name__})"
+        ) from None
     if pos.dim() != 1:
         raise ValueError(f"positions must be one-dimensional, got shape {list(pos.shape)}")
+    if pos.device.type != "meta" and not torch.isfinite(pos).all():  # meta: shapes only
+        raise ValueError("positions must be finite numbers, got NaN or infinity")
     angles = pos[:, None] * angle_rates(d_model, base)[None, :]  # [n, d_model/2]
     pe = torch.empty(len(pos), d_model, dtype=torch.float64)  # [n, d_model]
     pe[:, 0::2] = torch.sin(angles)  # even columns 2i: sin
@@ -114,6 +134,9 @@ def rotation_matrix(
         raise TypeError(
             f"k must be a number (the offset in positions), got {k!r} ({type(k).__name__})"
         )
+    if not math.isfinite(k):
+        raise ValueError(f"k must be a finite number (the offset in positions), got {k}")
+    dtype = _floating_dtype(dtype)
     rates = angle_rates(d_model, base)  # [d_model/2]
     c, s = torch.cos(k * rates), torch.sin(k * rates)
     r = torch.zeros(d_model, d_model, dtype=torch.float64)  # [d_model, d_model]
@@ -148,6 +171,10 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        if not x.is_floating_point():  # PE cast to an integer dtype would be truncated to 0, 1, -1
+            raise TypeError(
+                f"x must hold floating-point embeddings (torch.float32), got dtype {x.dtype}"
+            )
         return x + self.encoding(x.shape[1], offset).to(x.dtype)  # [B, n, d] + [n, d]
 
     def extra_repr(self) -> str:
@@ -155,7 +182,14 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class PositionOutOfRange(IndexError):
-    """Raised when a learned position table is asked for a row it does not have (C4.4)."""
+    """Raised when a learned position table is asked for a row it does not have (C4.4).
+
+    In a notebook it shows as one red line with its message (the message says everything a
+    student needs), not as a traceback through PyTorch's module machinery.
+    """
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows these lines instead of a traceback
+        return [f"\x1b[1;31m{type(self).__name__}:\x1b[0m {self}"]
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -178,11 +212,16 @@ class LearnedPositionalEmbedding(nn.Module):
         offset = check.positive_int("offset", offset, minimum=0)
         last = offset + n - 1
         if last >= self.max_len:
+            fits = (
+                f"a sequence of at most {self.max_len - offset} tokens"
+                if offset < self.max_len
+                else f"an offset below {self.max_len}"
+            )
             raise PositionOutOfRange(
                 f"position {last} has no row: this learned position table was built with "
                 f"max_len={self.max_len}, so it only has rows for positions 0..{self.max_len - 1}. "
-                f"A learned table cannot answer for a position it never had a row for; use a "
-                f"sequence of at most {self.max_len - offset} tokens, a larger max_len (and train it), "
+                f"A learned table cannot answer for a position it never had a row for; use "
+                f"{fits}, a larger max_len (and train it), "
                 f"or the sinusoidal encoding, which is defined at every position."
             )
         positions = torch.arange(offset, offset + n, device=self.table.weight.device)  # [n]

@@ -145,6 +145,20 @@ def test_C4_4_learned_refuses_positions_beyond_max_len(n, offset):
     assert f"position {offset + n - 1} has no row" in str(info.value)
 
 
+def test_C4_4_offset_beyond_the_table_gives_sensible_advice():
+    module = LearnedPositionalEmbedding(max_len=32, d_model=16)
+    with pytest.raises(PositionOutOfRange, match="use an offset below 32") as info:
+        module(torch.zeros(1, 1, 16), offset=40)
+    assert "at most -" not in str(info.value)
+
+
+def test_C4_4_error_shows_as_one_line_in_a_notebook():
+    with pytest.raises(PositionOutOfRange) as info:
+        LearnedPositionalEmbedding(max_len=4, d_model=2)(torch.zeros(1, 5, 2))
+    lines = info.value._render_traceback_()  # what IPython shows instead of a traceback
+    assert len(lines) == 1 and "PositionOutOfRange" in lines[0] and "max_len=4" in lines[0]
+
+
 def test_C4_4_learned_accepts_up_to_max_len():
     module = LearnedPositionalEmbedding(max_len=32, d_model=16)
     assert module(torch.zeros(1, 32, 16)).shape == (1, 32, 16)
@@ -253,6 +267,21 @@ def test_zero_positions_is_an_empty_table():
         (lambda: rotation_matrix("3", 8), TypeError, "k must be a number"),
         (lambda: rotation_matrix(True, 8), TypeError, "k must be a number"),
         (lambda: sinusoidal_encoding_at([[1, 2]], 8), ValueError, "one-dimensional"),
+        (lambda: sinusoidal_encoding_at("abc", 8), TypeError, "positions must be a 1-D tensor"),
+        (lambda: sinusoidal_encoding_at([float("nan")], 8), ValueError, "positions must be finite"),
+        (lambda: sinusoidal_encoding(4, 8, dtype="float32"), TypeError, "dtype must be a floating"),
+        (lambda: rotation_matrix(math.inf, 8), ValueError, "k must be a finite number"),
+        (lambda: sinusoidal_encoding(4, 1), ValueError, r"got 1; use 2$"),
+        (
+            lambda: SinusoidalPositionalEncoding(8)(torch.zeros(1, 2, 8, dtype=torch.long)),
+            TypeError,
+            "x must hold floating-point embeddings",
+        ),
+        (
+            lambda: plots.plot_waves(sinusoidal_encoding(5, 8), columns=3),
+            TypeError,
+            "columns must be a sequence",
+        ),
     ],
 )
 def test_constructors_bad_arguments(make, error, match):
@@ -525,6 +554,8 @@ def test_positional_explorer_is_fast_enough():
         (dict(pair=40), ValueError, "pair must be between 0 and d_model/2 - 1 = 31"),
         (dict(positions=(50, 10)), ValueError, "0 <= start < stop"),
         (dict(positions=(0, 5000)), ValueError, "stop <= 2048"),
+        (dict(positions=5), TypeError, r"positions must be a pair \(start, stop\)"),
+        (dict(positions=(1, 2, 3)), TypeError, r"positions must be a pair \(start, stop\)"),
     ],
 )
 def test_positional_explorer_bad_arguments(kwargs, error, match):

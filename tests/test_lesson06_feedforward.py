@@ -56,7 +56,7 @@ def test_C6_1_relu_gelu_silu_match_torch():
 def test_C6_1_gelu_tanh_is_close_to_exact_but_not_equal():
     x = torch.linspace(-6, 6, 12001, dtype=torch.float64)
     gap = (gelu(x) - gelu_tanh(x)).abs().max().item()
-    assert 1e-4 < gap < 1e-3  # about 4.7e-4 near |x| = 2
+    assert 1e-4 < gap < 1e-3  # about 4.7e-4, at |x| = 2.70
 
 
 def test_C6_1_gelu_module_uses_exact_gelu():
@@ -257,6 +257,29 @@ def test_wrong_last_dimension_of_x_raises():
         trace_shapes(torch.nn.Linear(8, 8), torch.randn(3, 8))
 
 
+@pytest.mark.parametrize(
+    "x,error,match",
+    [
+        (torch.zeros(2, 8, dtype=torch.long), TypeError, "floating-point.*torch.int64"),
+        (torch.zeros(2, 8, dtype=torch.float64), TypeError, "dtype torch.float64 but the block"),
+        (torch.tensor(1.0), ValueError, "0-dimensional"),
+    ],
+)
+def test_wrong_dtype_or_scalar_x_raises_a_clear_error(x, error, match):
+    ffn = FeedForward(8, 32)
+    with pytest.raises(error, match=match):
+        ffn(x)
+    with pytest.raises(error, match=match):
+        trace_shapes(ffn, x)
+    assert ffn.double()(torch.zeros(2, 8, dtype=torch.float64)).dtype == torch.float64
+
+
+@pytest.mark.parametrize("fn", [relu, gelu, gelu_tanh, silu])
+def test_activations_reject_non_tensors(fn):
+    with pytest.raises(TypeError, match="x must be a torch.Tensor, got list"):
+        fn([1.0, 2.0])
+
+
 def test_plot_helpers_reject_bad_arguments():
     with pytest.raises(ValueError, match="name must be one of"):
         plot_activations(names=("relu", "sigmoid"), ax=_ax())
@@ -266,6 +289,13 @@ def test_plot_helpers_reject_bad_arguments():
         plot_shape_diagram([(3, 4)], ax=_ax())
     with pytest.raises(ValueError, match="names"):
         plot_shape_diagram([(3, 4), (3, 8)], names=["x"], ax=_ax())
+    with pytest.raises(TypeError, match="x_range must be a pair"):
+        plot_activations(x_range=(1, 2, 3), ax=_ax())
+    with pytest.raises(TypeError, match="n_points must be a whole number"):
+        plot_activations(n_points=10.5, ax=_ax())
+    with pytest.raises(TypeError, match="shapes must be a list of tensor shapes"):
+        plot_shape_diagram([3, 4], ax=_ax())
+    assert set(plot_activations(names="gelu", ax=_ax())) == {"gelu"}  # one name, not its letters
 
 
 def test_explorer_rejects_bad_arguments():

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .. import _validate as check
 from ..feedforward import gelu, gelu_tanh, relu, silu
 
 __all__ = [
@@ -53,9 +54,15 @@ def plot_activations(
 ):
     """Lesson 6 (C6.1, C6.3). ReLU ``max(0,x)``, GELU ``x Phi(x)``, its tanh approximation and
     SiLU ``x sigmoid(x)`` on one axis. Returns ``{name: Line2D}``."""
-    lo, hi = (float(v) for v in x_range)
+    try:
+        lo, hi = (float(v) for v in x_range)
+    except (TypeError, ValueError):
+        raise TypeError(f"x_range must be a pair of numbers (low, high), got {x_range!r}") from None
     if not lo < hi:
         raise ValueError(f"x_range must be (low, high) with low < high, got {x_range}")
+    n_points = check.positive_int("n_points", n_points, minimum=2)
+    if isinstance(names, str):
+        names = (names,)
     ax = _axes(ax)
     x = torch.linspace(lo, hi, n_points, dtype=torch.float64)  # [n_points]
     lines = {}
@@ -84,6 +91,15 @@ def plot_shape_diagram(
     dimension (the width of one position's vector), labelled with the full shape.
     Returns ``{"bars": [Rectangle...], "labels": [Text...], "arrows": [Text...]}``.
     """
+    if (
+        isinstance(shapes, (str, bytes))
+        or not hasattr(shapes, "__len__")
+        or not all(hasattr(s, "__len__") and len(s) > 0 for s in shapes)
+    ):
+        raise TypeError(
+            f"shapes must be a list of tensor shapes such as [(4, 512), (4, 2048), (4, 512)], "
+            f"got {shapes!r}"
+        )
     if len(shapes) < 2:
         raise ValueError(f"shapes must list at least two tensor shapes, got {len(shapes)}")
     names = list(names) if names is not None else ["x", "hidden", "FFN(x)"][: len(shapes)]

@@ -46,6 +46,10 @@ def plot_waves(pe: torch.Tensor, columns=(0, 1, 8, 9), ax=None):
     Even columns are sin, odd columns cos (C4.2). Returns the list of Line2D artists.
     """
     table = _table(pe)  # [n, d]
+    if isinstance(columns, (str, bytes)) or not hasattr(columns, "__iter__"):
+        raise TypeError(
+            f"columns must be a sequence of column indices such as (0, 1, 8, 9), got {columns!r}"
+        )
     ax = _axes(ax, (7, 2.8))
     positions = np.arange(table.shape[0])
     lines = []

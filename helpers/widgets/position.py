@@ -67,6 +67,14 @@ def positional_explorer(
         raise ValueError(
             f"pair must be between 0 and d_model/2 - 1 = {d_model // 2 - 1}, got {pair}"
         )
+    if (
+        isinstance(positions, (str, bytes))
+        or not hasattr(positions, "__len__")
+        or len(positions) != 2
+    ):
+        raise TypeError(
+            f"positions must be a pair (start, stop) of whole numbers, got {positions!r}"
+        )
     start, stop = (check.positive_int("positions", p, minimum=0) for p in positions)
     if not start < stop <= MAX_POSITION:
         raise ValueError(
