@@ -65,6 +65,11 @@ def tensor(
             f"{name} must have {ndim} dimensions {layout}".rstrip()
             + f", got shape {list(x.shape)} ({x.dim()} dimensions)"
         )
+    if last_dim is not None and x.dim() == 0:
+        raise ValueError(
+            f"{name} must have at least one dimension {layout or '[..., d_model]'}".rstrip()
+            + f" with d_model={last_dim}, got a 0-dimensional tensor (a single number)"
+        )
     if last_dim is not None and x.shape[-1] != last_dim:
         raise ValueError(
             f"{name} has last dimension {x.shape[-1]} but this module was built for "

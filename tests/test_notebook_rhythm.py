@@ -122,3 +122,24 @@ def test_ignore_output_only_where_output_varies(lesson):
                 f"{lesson.notebook}: a cell is tagged nbval-ignore-output without a live widget "
                 f"or a '# output varies: <why>' comment:\n{src[:200]}"
             )
+
+
+# Stored outputs must not show where the course happens to be installed: a traceback through
+# site-packages or an absolute path differs on every machine (and tells a student nothing).
+MACHINE_TRACES = re.compile(r"site-packages|/work/|/home/|/root/|/tmp/|/usr/lib/python|\.venv/")
+
+
+@params
+def test_stored_outputs_show_no_machine_paths(lesson):
+    root = str(NOTEBOOKS.parent)
+    for i, c in enumerate(c for c in _cells(lesson) if c["cell_type"] == "code"):
+        for o in c.get("outputs", []):
+            text = json.dumps(
+                {k: v for k, v in o.items() if k != "data"}
+                | {"data": {k: v for k, v in o.get("data", {}).items() if k.startswith("text/")}}
+            )
+            found = MACHINE_TRACES.search(text)
+            assert not found and root not in text, (
+                f"{lesson.notebook}: code cell {i + 1} stores a path of this machine ({found.group(0) if found else root}); "
+                f"show the error message alone (e.g. print it from an except clause, or give the exception _render_traceback_)"
+            )
