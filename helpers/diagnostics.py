@@ -6,6 +6,7 @@ activation_scales: sqrt(mean(h_l^2)) per layer
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import torch
@@ -42,7 +43,10 @@ def find_blocks(model: nn.Module) -> list[nn.Module]:
             f"model must have a .blocks attribute (an nn.ModuleList of blocks), as the course's "
             f"TransformerLM has; got {type(model).__name__} without one"
         )
-    return list(blocks)
+    blocks = list(blocks)
+    if not blocks:
+        raise ValueError(f"model {type(model).__name__} has no blocks (an empty list of blocks)")
+    return blocks
 
 
 def feedforward_of(block: nn.Module) -> FeedForward:
@@ -233,7 +237,11 @@ def init_profile(
     check.choice("norm", norm, NORM_PLACEMENTS)
     n_layers = check.positive_int("n_layers", n_layers)
     d_model = check.positive_int("d_model", d_model)
-    seeds = tuple(seeds)
+    batch = check.positive_int("batch", batch)
+    n = check.positive_int("n", n)
+    if isinstance(seeds, str) or not isinstance(seeds, Iterable):
+        raise TypeError(f"seeds must be a sequence of whole numbers, got {seeds!r}")
+    seeds = tuple(check.positive_int("seeds[...]", s, minimum=0) for s in seeds)
     if not seeds:
         raise ValueError("seeds must name at least one seed, got an empty sequence")
     grads, scales = [], []

@@ -118,6 +118,9 @@ def check_pre_norm_residual(pre_norm_residual) -> None:
             (x + sublayer(x), "the layer norm is missing: x + Sublayer(LayerNorm(x))"),
             (norm(x) + sublayer(norm(x)), "you added the normalized x; pre-norm adds x itself, "
              "so the identity path stays unnormalized"),
+            (x + sublayer(nn.functional.layer_norm(x, x.shape[-1:])), "you normalized with a "
+             "layer norm of your own; call the `norm` you are given, it has its own learned "
+             "scale and shift"),
         ]  # fmt: skip
         for wrong, why in mistakes:
             if _close(got, wrong):
@@ -140,8 +143,8 @@ def check_post_norm_curve(which_curve_is_post_norm) -> None:
     if MYSTERY_CURVES[letter] != "post":
         fail(
             ex,
-            f"curve {letter} is the pre-norm model: its gradient falls with layer index, because "
-            "each layer's contribution is one of a growing sum on the unnormalized residual path. "
-            "Look for the curve that does not fall (Xiong et al. 2020, Fig. 3).",
+            f"curve {letter} is the pre-norm model: its gradient falls toward the last layer, "
+            "while post-norm's stays about level at initialization: look for the curve that does "
+            "not fall (Xiong et al. 2020, Fig. 3).",
         )
     passed(ex, f"curve {letter} is post-norm: its gradient stays about level, pre-norm's falls")

@@ -13,6 +13,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 
 __all__ = ["plot_per_layer", "plot_mystery_curves", "MYSTERY_CURVES"]
 
@@ -25,6 +26,8 @@ def _axes(ax, figsize):
         import matplotlib.pyplot as plt
 
         _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    elif not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
     return ax
 
 
