@@ -27,8 +27,26 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = False) ->
     q: [..., n, d_k], k: [..., m, d_k] -> [..., n, m]. With ``causal=True`` position i gives
     weight 0 to every later position j > i.
     """
-    check.tensor("q", q)
-    check.tensor("k", k)
+    for name, t in (("q", q), ("k", k)):
+        check.tensor(name, t)
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dimensions [..., n, d_k] (one row per position), "
+                f"got shape {list(t.shape)}"
+            )
+        if not t.is_floating_point():
+            raise TypeError(
+                f"{name} must hold floating-point numbers (torch.float32), got dtype {t.dtype}"
+            )
+    if q.dtype != k.dtype:
+        raise TypeError(f"q and k must have the same dtype, got {q.dtype} and {k.dtype}")
+    try:
+        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"q and k must have the same leading (batch, head) dimensions, got shapes "
+            f"{list(q.shape)} and {list(k.shape)}"
+        ) from None
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q and k must have the same last dimension d_k, got {q.shape[-1]} and {k.shape[-1]}"
@@ -48,11 +66,35 @@ def scaled_dot_product_attention(q, k, v, causal: bool = False):
     """
     check.tensor("v", v)
     weights = attention_weights(q, k, causal)  # [..., n, m]
+    if v.dim() < 2:
+        raise ValueError(
+            f"v must have at least 2 dimensions [..., m, d_v] (one row per key), got shape {list(v.shape)}"
+        )
     if v.shape[-2] != weights.shape[-1]:
         raise ValueError(
             f"v must have one row per key: k has {weights.shape[-1]} rows, v has {v.shape[-2]}"
         )
+    if v.dtype != weights.dtype:
+        raise TypeError(f"v must have the dtype of q and k ({weights.dtype}), got {v.dtype}")
+    try:
+        torch.broadcast_shapes(weights.shape[:-2], v.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"v must have the leading (batch, head) dimensions of q and k, got shapes "
+            f"{list(q.shape)}, {list(k.shape)} and {list(v.shape)}"
+        ) from None
     return weights @ v, weights  # [..., n, d_v], [..., n, m]
+
+
+def _check_dtype(x: torch.Tensor, dtype: torch.dtype) -> None:
+    """x must hold floating-point numbers of the weights' dtype (a clear error, not torch's)."""
+    if not x.is_floating_point():
+        raise TypeError(f"x must hold floating-point numbers (torch.float32), got dtype {x.dtype}")
+    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(
+            f"x has dtype {x.dtype} but the block's weights are {dtype}: convert one of them "
+            f"(x.to({dtype}) or the module with .to({x.dtype}))"
+        )
 
 
 class MultiHeadAttention(nn.Module):
@@ -88,6 +130,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        _check_dtype(x, self.q_proj.weight.dtype)
         b, n, d = x.shape
         q = self._split(self.q_proj(x))  # [B, h, n, d_head]
         k = self._split(self.k_proj(x))  # [B, h, n, d_head]

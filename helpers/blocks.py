@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from . import _validate as check
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, _check_dtype
 from .feedforward import FeedForward
 from .normalization import Residual
 
@@ -68,6 +68,7 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        _check_dtype(x, self.attention.q_proj.weight.dtype)
         x = self.attn(x)  # [B, n, d]: attention mixes positions, residual adds it to the stream
         x = self.ffn(x)  # [B, n, d]: the feed-forward reshapes each position on its own
         return x
@@ -182,6 +183,10 @@ def stream_statistics(hidden) -> tuple[torch.Tensor, torch.Tensor]:
         )
     for i, h in enumerate(hidden):
         check.tensor(f"hidden[{i}]", h, ndim=3, layout="[batch, n, d_model]")
+        if not h.is_floating_point():
+            raise TypeError(
+                f"hidden[{i}] must hold floating-point numbers (torch.float32), got dtype {h.dtype}"
+            )
         if h.shape != hidden[0].shape:
             raise ValueError(
                 f"hidden[{i}] has shape {list(h.shape)}, hidden[0] {list(hidden[0].shape)}: "
@@ -204,7 +209,8 @@ def copy_from_torch_encoder_layer(
     ``linear1``/``linear2`` -> the feed-forward's ``w1``/``w2``; ``norm1``/``norm2`` -> the layer
     norms of the attention and feed-forward residuals. The two then compute the same function
     (with dropout 0 and ``layer.norm_first`` matching ``block``'s norm placement: True for
-    "pre", False for "post"). Returns ``block``.
+    "pre", False for "post"; build the layer with ``batch_first=True`` to feed both the same
+    [batch, n, d_model] tensor, otherwise the layer reads [n, batch, d_model]). Returns ``block``.
     """
     if not isinstance(layer, nn.TransformerEncoderLayer):
         raise TypeError(

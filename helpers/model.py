@@ -59,7 +59,8 @@ GPT2_SMALL = LMConfig(
 def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
     """Lesson 5/8. Re-initialize every Linear and Embedding of ``model`` in place.
 
-    ``"gpt2"``: weights ~ N(0, 0.02^2), biases 0 (GPT-2's scheme).
+    ``"gpt2"``: weights ~ N(0, 0.02^2), biases 0 (GPT-2's scheme, without the extra 1/sqrt(N)
+    scaling that GPT-2 applies to the residual layers' output projections, Radford et al. 2019).
     ``"xavier"``: Linear weights Xavier-normal, biases 0, embeddings N(0, 1/d_model) (the
     original Transformer's scheme as fairseq implements it; under it post-norm's gradients grow
     with depth at initialization, Xiong et al. 2020).
@@ -67,6 +68,8 @@ def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
     Layer norms are reset to weight 1, bias 0 in every scheme.
     """
     check.choice("scheme", scheme, INITS)
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if scheme == "torch":
         return model
     for module in model.modules():
@@ -169,7 +172,16 @@ class TransformerLM(nn.Module):
         return (logits, hidden) if return_hidden else logits
 
     def loss(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Mean next-token cross-entropy: predict tokens[:, 1:] from tokens[:, :-1]."""
+        """Mean next-token cross-entropy: predict tokens[:, 1:] from tokens[:, :-1].
+
+        tokens: [B, n] ids with n >= 2 (n - 1 predictions per row).
+        """
+        check.token_ids("tokens", tokens, self.config.vocab_size)
+        if tokens.shape[1] < 2:
+            raise ValueError(
+                "tokens must have at least 2 positions [batch, n >= 2]: the loss predicts "
+                f"tokens[:, 1:] from tokens[:, :-1], got shape {list(tokens.shape)}"
+            )
         logits = self(tokens[:, :-1])  # [B, n-1, V]
         return nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)

@@ -65,6 +65,8 @@ class CharTokenizer:
 
     def encode(self, text: str) -> torch.Tensor:
         """str -> token ids, a 1-D ``torch.long`` tensor [len(text)]."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         unknown = sorted(set(text) - self.stoi.keys())
         if unknown:
             raise ValueError(
@@ -75,7 +77,16 @@ class CharTokenizer:
 
     def decode(self, ids) -> str:
         """token ids (a tensor or a list of ints) -> str."""
-        ids = ids.tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        if isinstance(ids, torch.Tensor) and ids.dim() > 1:
+            raise ValueError(f"ids must be 1-D (one sequence), got shape {list(ids.shape)}")
+        if isinstance(ids, str) or not isinstance(ids, torch.Tensor | list | tuple | range):
+            raise TypeError(
+                f"ids must be a tensor or a list of token ids, got {type(ids).__name__}"
+            )
+        ids = ids.reshape(-1).tolist() if isinstance(ids, torch.Tensor) else list(ids)
+        not_int = [i for i in ids if isinstance(i, bool) or not isinstance(i, int)]
+        if not_int:
+            raise TypeError(f"ids must be whole numbers (token ids), got {not_int[:5]!r}")
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(f"ids must be in 0..{self.vocab_size - 1}, got {bad[:5]}")
@@ -89,6 +100,7 @@ def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tenso
     """Lesson 8. The first ``1 - val_fraction`` of the ids for training, the rest (a later,
     unseen stretch of the text) for validation."""
     check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
+    val_fraction = check.positive_float("val_fraction", val_fraction)
     if not 0.0 < val_fraction < 1.0:
         raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
     n_train = int(round(len(ids) * (1.0 - val_fraction)))
@@ -107,6 +119,11 @@ def get_batch(
     check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
     batch_size = check.positive_int("batch_size", batch_size)
     block_size = check.positive_int("block_size", block_size)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(
+            "generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0), "
+            f"got {type(generator).__name__}"
+        )
     if len(ids) < block_size + 1:
         raise ValueError(
             f"block_size={block_size} needs at least {block_size + 1} ids, got {len(ids)}"
@@ -121,7 +138,11 @@ def evaluate(
 ) -> float:
     """Lesson 8. Mean next-token loss over consecutive, non-overlapping windows of ``ids``
     (the same windows every call: no randomness)."""
+    if not isinstance(model, TransformerLM):
+        raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
+    check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
     block_size = check.positive_int("block_size", block_size)
+    batch_size = check.positive_int("batch_size", batch_size)
     n_windows = (len(ids) - 1) // block_size
     if n_windows < 1:
         raise ValueError(f"ids is too short ({len(ids)}) for one window of block_size={block_size}")
@@ -161,13 +182,19 @@ def train_lm(
     from ``torch.Generator().manual_seed(seed)``. Returns a :class:`TrainResult`.
 
     Runs on one CPU thread (the previous setting is restored afterwards): the sums inside each
-    matrix product then happen in the same order on every machine, and for a model this small
-    more threads only add overhead (on a busy 2-core machine, 60 times slower).
+    matrix product then happen in the same order from run to run, so a second call gives the
+    same numbers on the same machine (another CPU or PyTorch build may differ in the last
+    digits); and for a model this small more threads only add overhead.
     """
     if not isinstance(model, TransformerLM):
         raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
     steps = check.positive_int("steps", steps)
     lr = check.positive_float("lr", lr)
+    check.tensor("train_ids", train_ids, ndim=1, layout="[n_tokens]")
+    check.tensor("val_ids", val_ids, ndim=1, layout="[n_tokens]")
+    batch_size = check.positive_int("batch_size", batch_size)
+    block_size = check.positive_int("block_size", block_size)
+    seed = check.positive_int("seed", seed, minimum=0)
     with _one_thread():
         return _train(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed)
 

@@ -713,3 +713,92 @@ def test_explorer_bad_arguments(kwargs, match):
 
     with pytest.raises(ValueError, match=match):
         depth_explorer(**kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# bad arguments found on a second read: each gives a clear error, not a traceback from torch
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x,error,match",
+    [
+        (torch.zeros(1, 3, 16, dtype=torch.float64), TypeError, "float64 but the block's weights"),
+        (torch.zeros(1, 3, 16, dtype=torch.long), TypeError, "floating-point"),
+    ],
+)
+def test_block_and_attention_reject_wrong_dtype(x, error, match):
+    with pytest.raises(error, match=match):
+        TransformerBlock(16, 2)(x)
+    with pytest.raises(error, match=match):
+        MultiHeadAttention(16, 2)(x)
+
+
+def test_block_accepts_its_own_dtype():
+    block = TransformerBlock(16, 2).double()
+    x = torch.randn(1, 3, 16, dtype=torch.float64)
+    assert block(x).dtype == torch.float64
+
+
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((torch.tensor(1.0), torch.tensor(1.0)), ValueError, "at least 2 dimensions"),
+        ((torch.ones(3), torch.ones(3)), ValueError, "at least 2 dimensions"),
+        ((torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3)), TypeError, "floating-point"),
+        ((torch.ones(2, 3), torch.ones(2, 3, dtype=torch.float64)), TypeError, "same dtype"),
+        ((torch.ones(2, 2, 3), torch.ones(3, 2, 3)), ValueError, "leading"),
+    ],
+)
+def test_attention_weights_bad_arguments(args, error, match):
+    from helpers.attention import attention_weights
+
+    with pytest.raises(error, match=match):
+        attention_weights(*args)
+
+
+@pytest.mark.parametrize(
+    "v,error,match",
+    [
+        (torch.ones(3), ValueError, "at least 2 dimensions"),
+        (torch.ones(2, 4, 3, dtype=torch.float64), TypeError, "dtype"),
+        (torch.ones(3, 4, 3), ValueError, "leading"),
+    ],
+)
+def test_scaled_dot_product_attention_bad_v(v, error, match):
+    from helpers.attention import scaled_dot_product_attention
+
+    q = k = torch.ones(2, 4, 3)
+    with pytest.raises(error, match=match):
+        scaled_dot_product_attention(q, k, v)
+
+
+def test_stream_statistics_rejects_integer_states():
+    with pytest.raises(TypeError, match="floating-point"):
+        stream_statistics([torch.ones(1, 2, 3, dtype=torch.long)] * 2)
+
+
+def test_plots_reject_a_non_axes():
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+        plots.plot_parameter_count([1, 2], [1, 2], ax="left")
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+        plots.plot_residual_stream([1.0], [1.0, 2.0], ax=3)
+
+
+@pytest.mark.parametrize(
+    "args,error,match",
+    [
+        ((3.0, 64, "pre"), ValueError, "whole number from 1 to 12"),
+        (("3", 64, "pre"), ValueError, "whole number from 1 to 12"),
+        ((3, [64], "pre"), TypeError, "d_model"),
+        ((3, 64, "middle"), ValueError, "norm"),
+    ],
+)
+def test_explorer_statistics_bad_arguments(args, error, match):
+    from helpers.widgets.depth import depth_counts, stack_statistics
+
+    with pytest.raises(error, match=match):
+        stack_statistics(*args)
+    if type(args[0]) is int:  # depth is right: the other argument is wrong
+        with pytest.raises(error, match=match):
+            depth_counts(*args[1:])

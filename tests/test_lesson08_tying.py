@@ -534,3 +534,119 @@ def test_checks_never_leak_a_traceback_from_inside():
         for fn in weird:
             with pytest.raises(ExerciseFailed):
                 check(fn)
+
+
+# --- bad arguments found on a second read: a clear error, never a traceback from inside ------------
+
+
+def test_loss_checks_its_tokens():
+    model = _model(True)
+    with pytest.raises(ValueError, match="2 dimensions"):
+        model.loss(torch.tensor([1, 2, 3]))
+    with pytest.raises(ValueError, match="at least 2 positions"):
+        model.loss(torch.tensor([[1]]))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        model.loss([[1, 2]])
+
+
+def test_init_weights_needs_a_module():
+    from helpers.model import init_weights
+
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        init_weights("model")
+
+
+@pytest.mark.parametrize(
+    "call,error,match",
+    [
+        (lambda m, ids: evaluate("model", ids, 4), TypeError, "model must be a TransformerLM"),
+        (lambda m, ids: evaluate(m, list(range(20)), 4), TypeError, "ids must be a torch.Tensor"),
+        (lambda m, ids: evaluate(m, ids, 4, batch_size=0), ValueError, "batch_size"),
+        (
+            lambda m, ids: train_lm(m, ids, list(range(50)), steps=1),
+            TypeError,
+            "val_ids must be a torch.Tensor",
+        ),
+        (
+            lambda m, ids: train_lm(m, ids, ids, steps=1, batch_size=2, block_size=4, seed="x"),
+            TypeError,
+            "seed",
+        ),
+        (lambda m, ids: get_batch(ids, 2, 4, 5), TypeError, "generator must be a torch.Generator"),
+        (lambda m, ids: split_ids(ids, "0.1"), TypeError, "val_fraction"),
+        (lambda m, ids: CharTokenizer("abc").encode(5), TypeError, "text must be a str"),
+        (lambda m, ids: CharTokenizer("abc").decode("ab"), TypeError, "ids must be a tensor"),
+        (lambda m, ids: CharTokenizer("abc").decode([0.5]), TypeError, "whole numbers"),
+    ],
+)
+def test_training_helpers_bad_arguments(call, error, match):
+    model = _model(True)
+    ids = torch.arange(50) % SMALL["vocab_size"]
+    with pytest.raises(error, match=match):
+        call(model, ids)
+
+
+def test_plot_training_curves_bad_arguments():
+    from helpers.plots.tying import plot_training_curves
+    from helpers.training import TrainResult
+
+    with pytest.raises(TypeError, match="results must be a non-empty dict"):
+        plot_training_curves([1, 2])
+    with pytest.raises(TypeError, match="must be a TrainResult"):
+        plot_training_curves({"tied": 1})
+    with pytest.raises(ValueError, match="no training losses"):
+        plot_training_curves({"tied": TrainResult()})
+    with pytest.raises(TypeError, match="ax must be a matplotlib Axes"):
+        plot_training_curves({"tied": TrainResult(train_losses=[1.0])}, ax="x")
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,match",
+    [
+        (dict(vocab_size=500), ValueError, "vocab_size must be from 1,000 to 256,000"),
+        (dict(d_model=8192), ValueError, "d_model must be from 64 to 4,096"),
+        (dict(n_layers=100), ValueError, "n_layers"),
+        (dict(tie="no"), TypeError, "tie must be True or False"),
+    ],
+)
+def test_tying_explorer_bad_arguments(kwargs, error, match):
+    from helpers.widgets import tying_explorer
+
+    with pytest.raises(error, match=match):
+        tying_explorer(**kwargs)
+
+
+def test_tying_explorer_reaches_the_lesson_s_suggestion():
+    """The lesson suggests a 32,000-token vocabulary at d_model 4096: the sliders must allow it."""
+    from helpers.widgets import tying_explorer
+
+    explorer = tying_explorer(vocab_size=32_000, d_model=4096, n_layers=2)
+    try:
+        assert explorer.values["d_model"] == 4096 and explorer.values["vocab_size"] == 32_000
+        assert f"{32_000 * 4096:,}" in explorer.info.value
+    finally:
+        explorer.close()
+
+
+def test_tie_check_names_a_second_parameter_over_the_same_memory():
+    def alias(model):
+        model.lm_head.weight = nn.Parameter(model.token_embedding.weight)
+        return model
+
+    def transposed_tensor(model):
+        model.lm_head.weight = model.token_embedding.weight.T
+        return model
+
+    assert "two different Parameter objects" in _failure(checks.check_tie, alias)
+    assert "Hint: a module's weight must be an nn.Parameter" in _failure(
+        checks.check_tie, transposed_tensor
+    )
+
+
+def test_tying_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(123)
+    want = torch.rand(3)
+    torch.manual_seed(123)
+    checks.check_tie(_tie_right)
+    checks.check_shared_names(_names_right)
+    torch.testing.assert_close(torch.rand(3), want)

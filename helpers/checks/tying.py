@@ -97,10 +97,11 @@ def check_parameters_saved(parameters_saved) -> None:
 
 
 def _untied_model(seed: int = 0) -> TransformerLM:
-    torch.manual_seed(seed)
-    return TransformerLM(
-        vocab_size=20, d_model=8, n_layers=1, n_heads=2, max_len=16, tie_weights=False
-    )
+    with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
+        torch.manual_seed(seed)
+        return TransformerLM(
+            vocab_size=20, d_model=8, n_layers=1, n_heads=2, max_len=16, tie_weights=False
+        )
 
 
 def check_tie(tie) -> None:
@@ -110,7 +111,12 @@ def check_tie(tie) -> None:
     model = _untied_model()
     embedding_before = model.token_embedding.weight.detach().clone()  # [V, d]
     count_before = count_parameters(model)
-    got = call(ex, tie, model, name="tie")
+    hints = {
+        "cannot assign": "a module's weight must be an nn.Parameter; assign the embedding's "
+        "Parameter itself (model.lm_head.weight = model.token_embedding.weight), not .T, .data "
+        "or .clone(): nn.Linear already computes h @ weight.T.",
+    }
+    got = _call_with_hints(ex, tie, model, name="tie", hints=hints)
     if got is None:
         fail(ex, "tie(model) returned None: end it with `return model`.")
     if got is not model:
@@ -137,12 +143,21 @@ def check_tie(tie) -> None:
         )
     if head is not emb:
         same_values = head.dtype == emb.dtype and torch.equal(head.detach(), emb.detach())
+        if same_values and head.data_ptr() == emb.data_ptr():
+            fail(
+                ex,
+                "lm_head.weight and the embedding share their memory (equal data_ptr) but are two "
+                "different Parameter objects (did you wrap it in nn.Parameter(...)?): "
+                "parameters() and the optimizer then see two tensors and count the matrix twice. "
+                "Assign the Parameter object itself: "
+                "model.lm_head.weight = model.token_embedding.weight.",
+            )
         if same_values:
             fail(
                 ex,
                 "lm_head.weight holds the same values as the embedding but is a different tensor "
-                f"(data_ptr {'equal' if head.data_ptr() == emb.data_ptr() else 'different'}): that "
-                "is a copy, which training would pull apart. Assign the Parameter object itself: "
+                "with its own memory (data_ptr differs): that is a copy, which training would "
+                "pull apart. Assign the Parameter object itself: "
                 "model.lm_head.weight = model.token_embedding.weight.",
             )
         fail(
@@ -195,8 +210,9 @@ def check_shared_names(shared_names) -> None:
     whose storage is the embedding's (``data_ptr``): both names for a tied model, one for an
     untied model, even when its output matrix holds a copy of the same values."""
     ex = "Exercise 4 (which state_dict entries hold the embedding)"
-    torch.manual_seed(2)
-    tied = TransformerLM(vocab_size=20, d_model=8, n_layers=1, n_heads=2, max_len=16)
+    with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
+        torch.manual_seed(2)
+        tied = TransformerLM(vocab_size=20, d_model=8, n_layers=1, n_heads=2, max_len=16)
     cases = (
         ("a tied model", tied, ["lm_head.weight", "token_embedding.weight"]),
         ("an untied model", _untied_model(), ["token_embedding.weight"]),

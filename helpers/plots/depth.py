@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
 
 __all__ = ["plot_parameter_count", "plot_residual_stream"]
 
@@ -18,6 +19,8 @@ def _axes(ax, figsize=(5.0, 3.0)):
         import matplotlib.pyplot as plt
 
         _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    elif not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
     return ax
 
 
@@ -46,7 +49,7 @@ def plot_parameter_count(
     """Lesson 7 (C7.2). ``count(L) = base + L * per_block`` as a line of markers over ``depths``.
 
     ``shared_counts`` (optional): the counts of a weight-shared stack at the same depths (flat).
-    Counts are shown in millions when they exceed one million. Returns ``{"independent": Line2D,
+    Returns ``{"independent": Line2D,
     "shared": Line2D or None, "marker": Line2D}`` (``marker`` highlights one depth; empty at first).
     """
     x = _as_array("depths", depths)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
 
 __all__ = [
     "BREAKDOWN_PARTS",
@@ -12,6 +13,15 @@ __all__ = [
     "plot_training_curves",
 ]
 
+
+def _axes(ax, figsize):
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize)
+    elif not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
+    return ax
+
+
 #: The four bars of the breakdown; the final LayerNorm (2 d_model values) is counted with the blocks.
 BREAKDOWN_PARTS = ("embedding", "position", "blocks", "output")
 
@@ -19,6 +29,10 @@ BREAKDOWN_PARTS = ("embedding", "position", "blocks", "output")
 def breakdown_values(counts: dict[str, int]) -> np.ndarray:
     """The four bar heights [embedding, position, blocks (+ final norm), output], in millions,
     from a dict of :func:`helpers.params.lm_parameter_counts`."""
+    if not isinstance(counts, dict):
+        raise TypeError(
+            f"counts must be a dict from lm_parameter_counts(...), got {type(counts).__name__}"
+        )
     missing = [k for k in ("embedding", "position", "blocks", "output") if k not in counts]
     if missing:
         raise ValueError(f"counts is missing {missing}; pass lm_parameter_counts(...)")
@@ -43,9 +57,8 @@ def plot_parameter_breakdown(counts: dict[str, int], ax=None, saving: int | None
     Returns ``(bars, ghost, labels)``: the bar container, the dashed outline and the text
     labels, so an explorer can update them in place (``set_width``, ``set_text``).
     """
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 2.4))
     values = breakdown_values(counts)
+    ax = _axes(ax, (6, 2.4))
     y = np.arange(len(BREAKDOWN_PARTS))
     colors = ["tab:blue", "tab:gray", "tab:green", "tab:orange"]
     bars = ax.barh(y, values, color=colors)
@@ -72,8 +85,22 @@ def plot_training_curves(results: dict, ax=None, smooth: int = 20):
     """Lesson 8 (C8.5). Training loss per step of each run in ``results`` (name -> TrainResult),
     smoothed by a running mean over ``smooth`` steps, with each run's final validation loss as a
     dashed line. Returns the axes."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6, 3))
+    if not isinstance(results, dict) or not results:
+        raise TypeError(
+            "results must be a non-empty dict {name: TrainResult}, as compare_tying() returns, "
+            f"got {type(results).__name__}"
+        )
+    for name, result in results.items():
+        if not hasattr(result, "train_losses") or not hasattr(result, "val_loss"):
+            raise TypeError(
+                f"results[{name!r}] must be a TrainResult (train_losses, val_loss), "
+                f"got {type(result).__name__}"
+            )
+        if len(result.train_losses) == 0:
+            raise ValueError(f"results[{name!r}] has no training losses to plot")
+    if isinstance(smooth, bool) or not isinstance(smooth, int | float):
+        raise TypeError(f"smooth must be a number of steps, got {smooth!r}")
+    ax = _axes(ax, (6, 3))
     for (name, result), color in zip(
         results.items(), ["tab:blue", "tab:orange", "tab:green"], strict=False
     ):

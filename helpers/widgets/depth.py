@@ -16,8 +16,10 @@ import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from .. import _validate as check
 from ..blocks import stream_statistics
 from ..model import TransformerLM
+from ..normalization import NORM_PLACEMENTS
 from ..params import count_parameters
 from ..plots.depth import plot_parameter_count, plot_residual_stream
 from ._base import Explorer, dropdown, slider
@@ -29,7 +31,11 @@ D_MODELS = (32, 64, 128, 256)
 VOCAB, N_HEADS, BATCH, N_TOKENS, SEED = 256, 4, 4, 32, 0
 
 
-@lru_cache(maxsize=8)
+def _check_settings(d_model, norm) -> None:
+    check.positive_int("d_model", d_model)
+    check.choice("norm", norm, NORM_PLACEMENTS)
+
+
 def depth_counts(
     d_model: int, norm: str = "pre"
 ) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
@@ -40,6 +46,12 @@ def depth_counts(
     (built on the meta device: nothing is allocated); ``shared[L-1] = base + per_block`` (one block
     reused L times).
     """
+    _check_settings(d_model, norm)
+    return _depth_counts(d_model, norm)
+
+
+@lru_cache(maxsize=8)
+def _depth_counts(d_model: int, norm: str) -> tuple[tuple[int, ...], tuple[int, ...], int, int]:
     with torch.device("meta"):
         c1 = count_parameters(TransformerLM(VOCAB, d_model, 1, N_HEADS, norm=norm))
         c2 = count_parameters(TransformerLM(VOCAB, d_model, 2, N_HEADS, norm=norm))
@@ -81,8 +93,9 @@ def stack_statistics(depth: int, d_model: int, norm: str) -> tuple[np.ndarray, n
     sizes from :func:`helpers.blocks.stream_statistics`. One model per (d_model, norm) is
     built and cached, so changing the depth costs nothing.
     """
-    if not 1 <= depth <= MAX_DEPTH:
-        raise ValueError(f"depth must be from 1 to {MAX_DEPTH}, got {depth}")
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth <= MAX_DEPTH:
+        raise ValueError(f"depth must be a whole number from 1 to {MAX_DEPTH}, got {depth!r}")
+    _check_settings(d_model, norm)
     contribution, stream = _full_stack_statistics(d_model, norm)
     return contribution[:depth], stream[: depth + 1]
 

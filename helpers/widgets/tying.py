@@ -15,6 +15,9 @@ from ._base import Explorer, new_figure, slider
 
 __all__ = ["tying_explorer"]
 
+#: The range of each slider (inclusive); d_model moves in steps of 64.
+RANGES = {"vocab_size": (1_000, 256_000), "d_model": (64, 4096), "n_layers": (1, 48)}
+
 
 def tying_explorer(
     vocab_size: int = 50257, d_model: int = 768, n_layers: int = 12, tie: bool = True
@@ -23,12 +26,21 @@ def tying_explorer(
     breakdown (embedding, position, blocks, output) of a GPT-2-style model (learned positions,
     1024 of them, d_ff = 4 d_model, GELU, pre-norm) as bars updated in place, and the saving from
     tying, ``vocab_size * d_model``. The defaults are GPT-2 small (124,439,808 tied).
+    Allowed starting values: vocab_size 1,000 to 256,000, d_model 64 to 4096, n_layers 1 to 48.
     """
-    lm_parameter_counts(vocab_size, d_model, n_layers, tie_weights=bool(tie))  # validates
+    if not isinstance(tie, bool):
+        raise TypeError(f"tie must be True or False, got {tie!r}")
+    lm_parameter_counts(vocab_size, d_model, n_layers, tie_weights=tie)  # validates the types
+    for name, value in (("vocab_size", vocab_size), ("d_model", d_model), ("n_layers", n_layers)):
+        lo, hi = RANGES[name]
+        if not lo <= value <= hi:
+            raise ValueError(
+                f"{name} must be from {lo:,} to {hi:,} (the slider's range), got {value:,}"
+            )
     controls = {
-        "vocab_size": slider("vocab size", vocab_size, 1_000, 256_000),
-        "d_model": slider("d_model", d_model, 64, 2048, step=64),
-        "n_layers": slider("depth (blocks)", n_layers, 1, 48),
+        "vocab_size": slider("vocab size", vocab_size, *RANGES["vocab_size"]),
+        "d_model": slider("d_model", d_model, *RANGES["d_model"], step=64),
+        "n_layers": slider("depth (blocks)", n_layers, *RANGES["n_layers"]),
         "tie": widgets.Checkbox(value=bool(tie), description="tie output to embedding"),
     }
     fig, axes = new_figure(6.0, 2.2)
