@@ -79,6 +79,21 @@ def tensor(
     return x
 
 
+def floating_like(name: str, x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Check that tensor ``x`` holds floating-point numbers of the weights' ``dtype`` (a clear
+    error instead of torch's "mat1 and mat2 must have the same dtype"); autocast may mix dtypes."""
+    if not x.is_floating_point():
+        raise TypeError(
+            f"{name} must hold floating-point numbers (torch.float32), got dtype {x.dtype}"
+        )
+    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the block's weights are {dtype}: convert one of them "
+            f"({name}.to({dtype}) or the module with .to({x.dtype}))"
+        )
+    return x
+
+
 def token_ids(name: str, tokens, vocab_size: int) -> torch.Tensor:
     """Check a [batch, n] tensor of integer token ids in 0..vocab_size-1."""
     tensor(name, tokens, ndim=2, layout="[batch, n]")

@@ -86,17 +86,6 @@ def scaled_dot_product_attention(q, k, v, causal: bool = False):
     return weights @ v, weights  # [..., n, d_v], [..., n, m]
 
 
-def _check_dtype(x: torch.Tensor, dtype: torch.dtype) -> None:
-    """x must hold floating-point numbers of the weights' dtype (a clear error, not torch's)."""
-    if not x.is_floating_point():
-        raise TypeError(f"x must hold floating-point numbers (torch.float32), got dtype {x.dtype}")
-    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
-        raise TypeError(
-            f"x has dtype {x.dtype} but the block's weights are {dtype}: convert one of them "
-            f"(x.to({dtype}) or the module with .to({x.dtype}))"
-        )
-
-
 class MultiHeadAttention(nn.Module):
     """Lesson 7 (used in lesson 4 without position, C4.1). Multi-head self-attention.
 
@@ -130,7 +119,7 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
-        _check_dtype(x, self.q_proj.weight.dtype)
+        check.floating_like("x", x, self.q_proj.weight.dtype)
         b, n, d = x.shape
         q = self._split(self.q_proj(x))  # [B, h, n, d_head]
         k = self._split(self.k_proj(x))  # [B, h, n, d_head]

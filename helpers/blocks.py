@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from . import _validate as check
-from .attention import MultiHeadAttention, _check_dtype
+from .attention import MultiHeadAttention
 from .feedforward import FeedForward
 from .normalization import Residual
 
@@ -68,7 +68,7 @@ class TransformerBlock(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
-        _check_dtype(x, self.attention.q_proj.weight.dtype)
+        check.floating_like("x", x, self.attention.q_proj.weight.dtype)
         x = self.attn(x)  # [B, n, d]: attention mixes positions, residual adds it to the stream
         x = self.ffn(x)  # [B, n, d]: the feed-forward reshapes each position on its own
         return x

@@ -110,13 +110,7 @@ def _check_input(x, d_model: int, dtype: torch.dtype) -> None:
             f"got a 0-dimensional tensor (a single number)"
         )
     check.tensor("x", x, last_dim=d_model, layout="[..., d_model]")
-    if not x.is_floating_point():
-        raise TypeError(f"x must hold floating-point numbers (torch.float32), got dtype {x.dtype}")
-    if x.dtype != dtype and not torch.is_autocast_enabled(x.device.type):
-        raise TypeError(
-            f"x has dtype {x.dtype} but the block's weights are {dtype}: convert one of them "
-            f"(x.to({dtype}) or the module with .to({x.dtype}))"
-        )
+    check.floating_like("x", x, dtype)
 
 
 class FeedForward(nn.Module):

@@ -15,7 +15,16 @@ import numbers
 import numpy as np
 import torch
 
-__all__ = ["ExerciseFailed", "passed", "fail", "call", "as_tensor", "expect_close", "as_number"]
+__all__ = [
+    "ExerciseFailed",
+    "passed",
+    "fail",
+    "call",
+    "call_described",
+    "as_tensor",
+    "expect_close",
+    "as_number",
+]
 
 
 class ExerciseFailed(AssertionError):
@@ -41,6 +50,21 @@ def fail(exercise: str, problem: str):
 
 def call(exercise: str, fn, *args, name: str = "your function", **kwargs):
     """Call the student's ``fn``; turn anything that goes wrong into a verdict."""
+    return call_described(exercise, fn, args, kwargs, name=name)
+
+
+def call_described(
+    exercise: str,
+    fn,
+    args=(),
+    kwargs=None,
+    *,
+    name: str = "your function",
+    shown: str | None = None,
+):
+    """:func:`call` with the arguments given as a tuple and a dict; ``shown`` names them in a
+    verdict where their repr would be too long (a model's repr takes many lines)."""
+    kwargs = kwargs or {}
     if fn is None:
         fail(
             exercise,
@@ -58,10 +82,11 @@ def call(exercise: str, fn, *args, name: str = "your function", **kwargs):
     except ExerciseFailed:
         raise
     except Exception as e:  # noqa: BLE001 - every student error becomes a verdict
-        shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
-        shown = " ".join(shown.split())  # one line: a tensor's repr spans several
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        if shown is None:
+            shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
+            shown = " ".join(shown.split())  # one line: a tensor's repr spans several
+            if len(shown) > 80:
+                shown = shown[:77] + "..."
         fail(exercise, f"calling {name}({shown}) raised {type(e).__name__}: {e}")
 
 

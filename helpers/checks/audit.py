@@ -19,7 +19,7 @@ from ..checklist import (
     _first_tensor,
     audit,
 )
-from ._core import ExerciseFailed, as_tensor, fail, passed
+from ._core import as_tensor, call_described, fail, passed
 
 __all__ = [
     "SETTINGS",
@@ -36,27 +36,8 @@ SETTINGS = dict(vocab_size=100, d_model=32, n_layers=2, n_heads=4, max_len=32)
 
 
 def _call(exercise: str, fn, args: tuple, name: str, shown: str):
-    """Call the student's ``fn(*args)``; every error becomes a one-line verdict (``shown`` is how
-    the arguments are named in it: a model's repr would take many lines)."""
-    if fn is None:
-        fail(
-            exercise,
-            f"{name} is None: write it in the exercise cell above, run that cell, then this one.",
-        )
-    if not callable(fn):
-        fail(exercise, f"{name} should be a function, got a {type(fn).__name__}.")
-    try:
-        return fn(*args)
-    except NotImplementedError:
-        fail(
-            exercise,
-            f"{name} is not implemented yet (it raises NotImplementedError): replace that line.",
-        )
-    except ExerciseFailed:
-        raise
-    except Exception as e:  # noqa: BLE001 - every student error becomes a verdict
-        message = " ".join(str(e).split())
-        fail(exercise, f"calling {name}({shown}) raised {type(e).__name__}: {message}")
+    """Call the student's ``fn(*args)``; every error becomes a one-line verdict."""
+    return call_described(exercise, fn, args, name=name, shown=shown)
 
 
 def _probe() -> torch.Tensor:

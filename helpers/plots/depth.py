@@ -9,19 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from matplotlib.axes import Axes
+
+from ._common import axes as _axes
 
 __all__ = ["plot_parameter_count", "plot_residual_stream"]
-
-
-def _axes(ax, figsize=(5.0, 3.0)):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    elif not isinstance(ax, Axes):
-        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
-    return ax
 
 
 def _as_array(name: str, values) -> np.ndarray:

@@ -12,6 +12,7 @@ import torch
 
 from .. import _validate as check
 from ..feedforward import gelu, gelu_tanh, relu, silu
+from ._common import axes as _axes
 
 __all__ = [
     "ACTIVATION_CURVES",
@@ -28,14 +29,6 @@ ACTIVATION_CURVES = {
     "gelu_tanh": (gelu_tanh, dict(color="black", lw=1.0, ls="--")),
     "silu": (silu, dict(color="tab:green", lw=1.5)),
 }
-
-
-def _axes(ax, size=(5.0, 3.0)):
-    if ax is None:
-        import matplotlib.pyplot as plt  # only when the caller wants a notebook figure
-
-        _, ax = plt.subplots(figsize=size)
-    return ax
 
 
 def activation_curve(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -107,7 +100,7 @@ def plot_shape_diagram(
         raise ValueError(
             f"names must have one entry per shape: {len(shapes)} shapes, {len(names)} names"
         )
-    ax = _axes(ax, size=(5.0, 3.0))
+    ax = _axes(ax, (5.0, 3.0))
     widths = [int(s[-1]) for s in shapes]
     pos = list(range(len(shapes)))
     bars = ax.bar(

@@ -13,16 +13,9 @@ import torch
 
 from .. import _validate as check
 from ..positional import wavelengths
+from ._common import axes as _axes
 
 __all__ = ["plot_waves", "plot_heatmap", "plot_wavelengths", "plot_similarity", "similarity"]
-
-
-def _axes(ax, figsize):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
 
 
 def _table(pe) -> np.ndarray:

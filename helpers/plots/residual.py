@@ -13,22 +13,13 @@ import numbers
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from matplotlib.axes import Axes
+
+from ._common import axes as _axes
 
 __all__ = ["plot_per_layer", "plot_mystery_curves", "MYSTERY_CURVES"]
 
 #: Exercise 3's puzzle: which placement each labelled curve of :func:`plot_mystery_curves` shows.
 MYSTERY_CURVES = {"A": "pre", "B": "post"}
-
-
-def _axes(ax, figsize):
-    if ax is None:
-        import matplotlib.pyplot as plt
-
-        _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    elif not isinstance(ax, Axes):
-        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
-    return ax
 
 
 def _values(name: str, values) -> np.ndarray:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.axes import Axes
+
+from ._common import axes as _axes
 
 __all__ = [
     "BREAKDOWN_PARTS",
@@ -12,14 +12,6 @@ __all__ = [
     "plot_parameter_breakdown",
     "plot_training_curves",
 ]
-
-
-def _axes(ax, figsize):
-    if ax is None:
-        _, ax = plt.subplots(figsize=figsize)
-    elif not isinstance(ax, Axes):
-        raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
-    return ax
 
 
 #: The four bars of the breakdown; the final LayerNorm (2 d_model values) is counted with the blocks.
