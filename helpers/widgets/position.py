@@ -26,7 +26,7 @@ MAX_POSITION = 2048  # the position range slider goes up to here
 MAX_SPAN = 256  # at most this many positions are shown at once (keeps the similarity small)
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)  # at most ~12 MB: 8 x (257 x 512 table + 257 x 257 similarity), float64
 def _tables(d_model: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
     """PE rows start..stop (inclusive) [n, d_model] and their similarity matrix [n, n]."""
     pe = sinusoidal_encoding_at(torch.arange(start, stop + 1), d_model, dtype=torch.float64)
