@@ -50,6 +50,7 @@ TARGETS = {
     "suite_seconds": 180.0,
 }
 SLOW_EXPLORERS = {"norm_explorer"}
+KEEP = "<!-- notes written by hand below this line are kept when the script rewrites the file -->"
 
 
 # --------------------------------------------------------------------------- lessons
@@ -433,6 +434,8 @@ def main(argv=None) -> int:
             print(f"suite {marker or 'all'}: {r['seconds']:.0f} s: {r['summary']}", flush=True)
             results["suites"].append(r)
     text = report(results)
+    if args.out.exists() and KEEP in args.out.read_text():  # hand-written notes survive a rerun
+        text += "\n" + KEEP + args.out.read_text().split(KEEP, 1)[1]
     args.out.write_text(text)
     print()
     print(text)
