@@ -103,13 +103,7 @@ _ACT_FN = {"relu": relu, "gelu": gelu}
 
 def _check_input(x, d_model: int, dtype: torch.dtype) -> None:
     """x must be a floating tensor [..., d_model] of the weights' dtype (a clear error, not torch's)."""
-    check.tensor("x", x)
-    if x.dim() == 0:
-        raise ValueError(
-            f"x must have at least one dimension [..., d_model] with d_model={d_model}, "
-            f"got a 0-dimensional tensor (a single number)"
-        )
-    check.tensor("x", x, last_dim=d_model, layout="[..., d_model]")
+    check.tensor("x", x, last_dim=d_model, layout="[..., d_model]")  # also refuses a 0-d tensor
     check.floating_like("x", x, dtype)
 
 
