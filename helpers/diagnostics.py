@@ -15,7 +15,7 @@ from torch import nn
 from . import _validate as check
 from .attention import MultiHeadAttention
 from .feedforward import FeedForward
-from .model import TransformerLM, init_weights
+from .model import TransformerLM, init_weights, next_token_loss
 from .normalization import NORM_PLACEMENTS, Residual
 
 __all__ = [
@@ -55,19 +55,6 @@ def feedforward_of(block: nn.Module) -> FeedForward:
         if isinstance(m, FeedForward):
             return m
     raise TypeError(f"block {type(block).__name__} contains no helpers.FeedForward module")
-
-
-def next_token_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of predicting tokens[:, t+1] from tokens[:, :t+1] (lesson 8's loss)."""
-    check.tensor("tokens", tokens, ndim=2, layout="[batch, n]")
-    if tokens.shape[1] < 2:
-        raise ValueError(
-            f"tokens needs at least 2 positions to predict a next token, got shape {list(tokens.shape)}"
-        )
-    logits = model(tokens[:, :-1])  # [B, n-1, V]
-    return nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
-    )
 
 
 def gradient_norms(model: nn.Module, tokens: torch.Tensor) -> list[float]:

@@ -22,7 +22,15 @@ from .blocks import TransformerBlock
 from .normalization import NORM_PLACEMENTS, LayerNorm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
-__all__ = ["POSITIONAL_KINDS", "INITS", "LMConfig", "GPT2_SMALL", "TransformerLM", "init_weights"]
+__all__ = [
+    "POSITIONAL_KINDS",
+    "INITS",
+    "LMConfig",
+    "GPT2_SMALL",
+    "TransformerLM",
+    "init_weights",
+    "next_token_loss",
+]
 
 POSITIONAL_KINDS = ("sinusoidal", "learned")
 INITS = ("gpt2", "xavier", "torch")
@@ -54,6 +62,20 @@ GPT2_SMALL = LMConfig(
     max_len=1024,
     positional="learned",
 )
+
+
+def next_token_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of predicting tokens[:, t+1] from tokens[:, :t+1] (lesson 8's loss)."""
+    check.tensor("tokens", tokens, ndim=2, layout="[batch, n]")
+    if tokens.shape[1] < 2:
+        raise ValueError(
+            "tokens must have at least 2 positions [batch, n >= 2]: the loss predicts "
+            f"tokens[:, 1:] from tokens[:, :-1], got shape {list(tokens.shape)}"
+        )
+    logits = model(tokens[:, :-1])  # [B, n-1, V]
+    return nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
+    )
 
 
 def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
@@ -177,15 +199,7 @@ class TransformerLM(nn.Module):
         tokens: [B, n] ids with n >= 2 (n - 1 predictions per row).
         """
         check.token_ids("tokens", tokens, self.config.vocab_size)
-        if tokens.shape[1] < 2:
-            raise ValueError(
-                "tokens must have at least 2 positions [batch, n >= 2]: the loss predicts "
-                f"tokens[:, 1:] from tokens[:, :-1], got shape {list(tokens.shape)}"
-            )
-        logits = self(tokens[:, :-1])  # [B, n-1, V]
-        return nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
-        )
+        return next_token_loss(self, tokens)
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())

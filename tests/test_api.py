@@ -102,3 +102,12 @@ def test_bad_arguments_name_the_argument():
         helpers.TransformerBlock(16, 2)(torch.zeros(1, 3, 8))
     with pytest.raises(TypeError, match="count_parameters|model"):
         helpers.count_parameters("not a model")
+
+
+def test_C8_4_parameter_breakdown_counts_the_tied_matrix_once():
+    with torch.device("meta"):
+        model = helpers.TransformerLM(**{**helpers.model.asdict(helpers.GPT2_SMALL)})
+    parts = helpers.parameter_breakdown(model)
+    assert parts["token_embedding"] == 50257 * 768 and parts["lm_head"] == 0
+    assert parts["position"] == 1024 * 768 and parts["blocks"] == 12 * 7_087_872
+    assert parts["total"] == helpers.count_parameters(model) == 124_439_808
