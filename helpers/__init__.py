@@ -30,6 +30,7 @@ from .positional import (
     sinusoidal_encoding_at,
     wavelengths,
 )
+from .printing import fmt
 
 __version__ = "0.1.0"
 
@@ -63,6 +64,7 @@ __all__ = [
     "parameter_breakdown",
     "gradient_norms",
     "next_token_loss",
+    "fmt",
     "audit",
     "AuditReport",
 ]
