@@ -29,6 +29,7 @@ __all__ = [
     "GPT2_SMALL",
     "TransformerLM",
     "init_weights",
+    "coherent_defaults",
     "next_token_loss",
 ]
 
@@ -76,6 +77,22 @@ def next_token_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
     return nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1)
     )
+
+
+def coherent_defaults(positional: str) -> tuple[str, bool]:
+    """Lesson 8 (C8.6). The initialization and embedding scaling that :class:`TransformerLM` uses
+    when they are not given, chosen so that position does not drown the token:
+
+    * ``"sinusoidal"``: a fixed encoding of norm sqrt(d_model / 2) is added, so token vectors are
+      drawn N(0, 1/d_model) (``init="xavier"``) and multiplied by sqrt(d_model) (norm about
+      sqrt(d_model)), as in Vaswani et al. 2017, section 3.4.
+    * ``"learned"``: both tables are trained parameters drawn alike, N(0, 0.02^2)
+      (``init="gpt2"``, GPT-2's scheme), and nothing is scaled.
+    """
+    check.choice("positional", positional, POSITIONAL_KINDS)
+    if positional == "sinusoidal":
+        return "xavier", True
+    return "gpt2", False
 
 
 def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
@@ -134,8 +151,8 @@ class TransformerLM(nn.Module):
         activation: str = "gelu",
         tie_weights: bool = True,
         *,
-        scale_embeddings: bool = False,
-        init: str = "gpt2",
+        scale_embeddings: bool | None = None,
+        init: str | None = None,
     ):
         super().__init__()
         self.config = LMConfig(
@@ -150,7 +167,15 @@ class TransformerLM(nn.Module):
             activation=activation,
             tie_weights=bool(tie_weights),
         )
-        self.scale_embeddings = bool(scale_embeddings)
+        # C8.6: the defaults keep token and position at comparable sizes (see coherent_defaults)
+        default_init, default_scale = coherent_defaults(self.config.positional)
+        self.init_scheme = default_init if init is None else check.choice("init", init, INITS)
+        self.scale_embeddings = default_scale if scale_embeddings is None else scale_embeddings
+        if not isinstance(self.scale_embeddings, bool):
+            raise TypeError(
+                f"scale_embeddings must be True, False or None (the default for the positional "
+                f"scheme), got {scale_embeddings!r}"
+            )
         self.token_embedding = nn.Embedding(vocab_size, d_model)  # W_E [vocab_size, d_model]
         if positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(d_model, max_len=max_len)
@@ -162,7 +187,7 @@ class TransformerLM(nn.Module):
         )
         self.final_norm = LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)  # weight [vocab_size, d_model]
-        init_weights(self, init)
+        init_weights(self, self.init_scheme)
         if self.config.tie_weights:
             self.lm_head.weight = self.token_embedding.weight  # the same Parameter, not a copy
 

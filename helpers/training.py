@@ -177,6 +177,7 @@ def train_lm(
     block_size: int = 64,
     lr: float = 3e-3,
     seed: int = 0,
+    dtype: torch.dtype | None = None,
 ) -> TrainResult:
     """Lesson 8 (C8.5). ``steps`` AdamW steps on random windows of ``train_ids``; batches drawn
     from ``torch.Generator().manual_seed(seed)``. Returns a :class:`TrainResult`.
@@ -184,7 +185,9 @@ def train_lm(
     Runs on one CPU thread (the previous setting is restored afterwards): the sums inside each
     matrix product then happen in the same order from run to run, so a second call gives the
     same numbers on the same machine (another CPU or PyTorch build may differ in the last
-    digits); and for a model this small more threads only add overhead.
+    digits); and for a model this small more threads only add overhead. ``dtype=torch.float64``
+    converts the model first, so that the losses it reports are the same on every machine to
+    far below the digits a lesson prints (CONTRIBUTING.md, "Numbers in stored outputs").
     """
     if not isinstance(model, TransformerLM):
         raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
@@ -195,6 +198,10 @@ def train_lm(
     batch_size = check.positive_int("batch_size", batch_size)
     block_size = check.positive_int("block_size", block_size)
     seed = check.positive_int("seed", seed, minimum=0)
+    if dtype is not None:
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+        model.to(dtype)
     with _one_thread():
         return _train(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed)
 
@@ -237,6 +244,7 @@ def compare_tying(
     block_size: int = 32,
     lr: float = 5e-3,
     seed: int = 0,
+    dtype: torch.dtype | None = None,
 ) -> dict[str, TrainResult]:
     """Lesson 8 (C8.5). Train a tied and an untied :class:`TransformerLM` at the same settings
     (same seed for the weights and the batches) on ``text`` (default: the shipped text,
@@ -257,5 +265,7 @@ def compare_tying(
             positional="learned",
             tie_weights=tie,
         )
-        results[name] = train_lm(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed)
+        results[name] = train_lm(
+            model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, dtype=dtype
+        )
     return results
