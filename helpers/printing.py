@@ -22,6 +22,7 @@ bound, which ``tools/float_margins.py`` turns into a report.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import numbers
@@ -145,13 +146,28 @@ def fmt(
     return text
 
 
-def _cell() -> int | None:
+_current_cell: dict[str, str | None] = {"source": None}
+
+
+def _remember_cell(info) -> None:
+    _current_cell["source"] = info.raw_cell
+
+
+def _watch_cells() -> None:
+    """When logging, note the source of each cell the kernel runs (nbval runs cells without
+    history, so execution counts do not tell cells apart; their sources do)."""
     try:
         from IPython import get_ipython
     except ImportError:  # pragma: no cover - IPython ships with the course
-        return None
+        return
     shell = get_ipython()
-    return None if shell is None else int(shell.execution_count)
+    if shell is not None and _remember_cell not in shell.events.callbacks["pre_run_cell"]:
+        shell.events.register("pre_run_cell", _remember_cell)
+
+
+def _cell() -> str | None:
+    source = _current_cell["source"]
+    return None if source is None else hashlib.sha1(source.encode("utf-8")).hexdigest()
 
 
 def _record(log: str, text: str, value: float, precision: str) -> None:
@@ -160,7 +176,11 @@ def _record(log: str, text: str, value: float, precision: str) -> None:
         "value": repr(value),
         "precision": precision,
         "bound": 0.0 if precision == "exact" else ERROR_BOUNDS[precision],
-        "execution_count": _cell(),
+        "cell": _cell(),
     }
     with open(log, "a", encoding="utf-8") as f:
         f.write(json.dumps(entry) + "\n")
+
+
+if os.environ.get("HELPERS_FLOAT_LOG"):
+    _watch_cells()

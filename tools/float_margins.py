@@ -22,6 +22,7 @@ The test suite runs :func:`analyse` on the log of its second, portable-kernel ru
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -122,6 +123,10 @@ def _helpers_literals() -> set[str]:
     return literals
 
 
+def _values(tokens) -> set[float]:
+    return {float(t) for t in tokens}
+
+
 def read_log(path: Path) -> list[dict]:
     if not path.exists():
         return []
@@ -132,19 +137,18 @@ def analyse(notebook: Path, log: list[dict]) -> Report:
     """Match the ``fmt`` log of one run of ``notebook`` with its stored outputs."""
     nb = nbformat.read(notebook, as_version=4)
     report = Report(Path(notebook).name)
-    by_count: dict[int, list[dict]] = {}
+    by_cell: dict[str, list[dict]] = {}
     for entry in log:
-        if entry.get("execution_count") is not None:
-            by_count.setdefault(int(entry["execution_count"]), []).append(entry)
-    literals = _helpers_literals()
-    code_cells = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
-    for k, (index, cell) in enumerate(code_cells, start=1):
-        if cell.get("execution_count") is None:
+        if entry.get("cell") is not None:
+            by_cell.setdefault(entry["cell"], []).append(entry)
+    literals = _values(_helpers_literals())
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or cell.get("execution_count") is None:
             continue  # stored unexecuted: nbval does not compare it
         text = _output_text(cell)
         if not text:
             continue
-        logged = by_count.get(k, [])
+        logged = by_cell.get(hashlib.sha1(cell.source.encode("utf-8")).hexdigest(), [])
         accounted = set()
         for entry in logged:
             if entry["printed"] in text:
@@ -158,9 +162,9 @@ def analyse(notebook: Path, log: list[dict]) -> Report:
                         float(entry["bound"]),
                     )
                 )
-        source_literals = set(FLOAT.findall(cell.source))
+        source_literals = _values(FLOAT.findall(cell.source))
         for token in FLOAT.findall(text):
-            if token in accounted or token in source_literals or token in literals:
+            if token in accounted or float(token) in source_literals or float(token) in literals:
                 continue
             report.unaccounted.append((index, token))
     return report
