@@ -16,9 +16,9 @@ from ..checklist import (
     CopiedOutputLM,
     PositionAfterFirstBlockLM,
     ReusedBlockLM,
-    _first_tensor,
     audit,
 )
+from ..checklist.probe import first_tensor as _first_tensor
 from ._core import as_tensor, call_described, fail, passed
 
 __all__ = [
