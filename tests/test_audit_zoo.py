@@ -217,3 +217,42 @@ def test_messages_hold_no_addresses_or_paths():
     for model in (hf_model("llama"), hf_model("bert"), styled_gpt("flat-pre")):
         text = str(audit(model))
         assert " at 0x" not in text and "/work" not in text and "site-packages" not in text
+
+
+# ---- the same classes of mistake, found on families chosen for it -----------------------------
+def test_output_changed_in_place_after_the_hook_is_not_misread():
+    class InPlace(TinyGPT):  # Falcon style: mlp_output += attention_output, in place
+        def __init__(self):
+            super().__init__()
+            for layer in self.layers:
+                layer.forward = lambda x, layer=layer: self._layer(layer, x)
+
+        @staticmethod
+        def _layer(layer, x):
+            attn = layer.mix(layer.pre_mix(x))
+            out = layer.mlp(layer.pre_mlp(x))  # parallel: both read the block's input
+            out += attn  # changes the tensor the mlp returned
+            return x + out
+
+    report = audit(InPlace())
+    _all_pass(report)
+    assert report["K3"].took["feed-forward"] == "layers.0.mlp"
+
+
+def test_falcon_parallel_attention_and_opt_with_projected_embedding():
+    pytest.importorskip("transformers")
+    falcon = audit(_falcon())
+    assert falcon.failed == ["K1"] and falcon.undecided == [], str(falcon)
+    assert "rotary" in falcon["K1"].finding and falcon["K3"].passed
+    opt = audit(hf_model("opt", word_embed_proj_dim=16))
+    _all_pass(opt)
+    assert "projected to d_model 32" in opt.found["embedding"]
+    assert opt["K5"].took["output projection"] == "lm_head.weight"
+
+
+def _falcon():
+    import transformers as T
+
+    torch.manual_seed(0)
+    cfg = T.FalconConfig(vocab_size=100, hidden_size=32, num_attention_heads=4, num_hidden_layers=2)
+    return T.FalconForCausalLM(cfg)

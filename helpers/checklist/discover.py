@@ -13,7 +13,8 @@ position of any of its inputs changes other positions of its output: attention, 
 included), *feed-forward* (position-wise and nonlinear, or the linear layer that projects back
 from a position-wise expansion), or *projection* (position-wise and linear on something that mixed
 positions: an attention output projection). The *output projection* is the last module whose own
-2-D weight is [vocab_size, d_model] (either way round) and that returns vocab-sized outputs.
+2-D weight is [vocab_size, d] (either way round, d the embedding's width, which is d_model unless
+the model projects between them, as OPT can) and that returns vocab-sized outputs.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class ModelView:
                 f"the embedding {self.name(emb)} has no 2-D .weight [vocab_size, d_model]"
             )
         self.vocab = int(self.vocab_hint or self.E.shape[0])
-        self.d_model = int(self.E.shape[1])
+        self.d_embed = self.d_model = int(self.E.shape[1])  # d_model: the blocks' width, below
         if self.probe_hint is None:
             while True:
                 tokens = torch.randint(0, self.vocab, (2, _PROBE_N), generator=self.gen)
@@ -191,13 +192,16 @@ class ModelView:
         best = None
         for entries, names in candidates:
             calls = [c for c in hooks.calls if any(c.module is e for e in entries)]
-            ok = len(calls) >= len(entries) and all(
-                c.x is not None
-                and c.y is not None
-                and c.x.dim() == 3
-                and c.x.shape[-1] == self.d_model
-                and self.n in c.x.shape[:2]
-                for c in calls
+            ok = (
+                len(calls) >= len(entries)
+                and all(
+                    c.x is not None
+                    and c.y is not None
+                    and c.x.dim() == 3
+                    and c.x.shape[-1] == calls[0].x.shape[-1]  # one width: the stream's d_model
+                    and self.n in c.x.shape[:2]
+                    for c in calls
+                )
             )
             if ok:
                 size = sum(n_params(e) for e in {id(e): e for e in entries}.values())
@@ -212,6 +216,11 @@ class ModelView:
         x0 = self.block_calls[0].x
         if tuple(x0.shape[:2]) not in ((self.B, self.n), (self.n, self.B)):
             raise Failure(f"cannot tell the position axis of the stream {list(x0.shape)}")
+        self.d_model = int(x0.shape[-1])  # OPT's project_in may widen the embedding first
+        if self.d_model != self.d_embed:
+            self.found["embedding"] += (
+                f", projected to d_model {self.d_model} before the first block"
+            )
         self.layout = Layout(self.B, self.n, batch_first=tuple(x0.shape[:2]) == (self.B, self.n))
         self.hidden_shape = list(x0.shape)
         self.dtype = x0.dtype
@@ -340,7 +349,7 @@ class ModelView:
     def mixes(self, call: Call) -> bool:
         """Whether changing one position of any of the call's stream inputs (the query and, for
         cross-attention, the keys and values) changes the output at other positions."""
-        y = self.layout.to_bn(call.y)
+        y = self.layout.to_bn(replay(call))
         for t in call.tensors():
             if t.dim() < 2:
                 continue
@@ -446,7 +455,7 @@ class ModelView:
             m
             for m in self.model.modules()
             if any(
-                p.dim() == 2 and set(p.shape) == {self.vocab, self.d_model}
+                p.dim() == 2 and set(p.shape) == {self.vocab, self.d_embed}
                 for p in m.parameters(recurse=False)
             )
         ]

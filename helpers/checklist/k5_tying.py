@@ -1,7 +1,7 @@
 """K5: if the output projection is tied, its weight is the embedding matrix itself.
 
-The output projection is the last module whose *own* 2-D weight is [vocab_size, d_model] (either
-way round) and that returns vocab-sized outputs (BERT's prediction head owns only a bias; its
+The output projection is the last module whose *own* 2-D weight is [vocab_size, d] (either
+way round, d the embedding's width) and that returns vocab-sized outputs (BERT's prediction head owns only a bias; its
 ``decoder`` child is the projection). Tied means one Parameter object: a copy with equal values
 fails (training pulls the two apart), so does a second Parameter over the same storage (two
 gradients, counted twice). An untied model passes as "not tied": the sheet only constrains tied
@@ -43,7 +43,7 @@ def check_k5(v: ModelView) -> CheckResult:
     W = wname = None
     if out is not None:
         for pname, p in out.named_parameters(recurse=False):
-            if p.dim() == 2 and set(p.shape) == {v.vocab, v.d_model}:
+            if p.dim() == 2 and set(p.shape) == {v.vocab, v.d_embed}:
                 W, wname = p, f"{v.name(out)}.{pname}"
     nudged = _nudge_unused_row(v, E)
     moved_txt, moves = "", False
@@ -56,9 +56,7 @@ def check_k5(v: ModelView) -> CheckResult:
             else f"leaves logit {t} unchanged"
         )
     v.found["output projection"] = (
-        f"{wname} {list(W.shape)}"
-        if W is not None
-        else "no module with a [vocab, d_model] weight found"
+        f"{wname} {list(W.shape)}" if W is not None else "no module with a [vocab, d] weight found"
     )
     ename = f"{v.name(v.embedding)}.weight"
     took = {
@@ -110,7 +108,7 @@ def check_k5(v: ModelView) -> CheckResult:
         "undecided",
         "could not find the output projection",
         [
-            "no module with its own [vocab, d_model] weight returns vocab-sized outputs"
+            "no module with its own [vocab, d] weight returns vocab-sized outputs"
             + (f", and {moved_txt}" if moved_txt else "")
             + "; pass output=<the output projection>"
         ],

@@ -172,7 +172,15 @@ class Hooks:
             y = first_tensor(output)
             x = _input_tensor(args, kwargs)
             self.calls.append(
-                Call(module, counter[0], args, kwargs, x, y.detach() if y is not None else None)
+                # a copy: the model may change its output in place afterwards (Falcon's mlp_output += ...)
+                Call(
+                    module,
+                    counter[0],
+                    args,
+                    kwargs,
+                    x,
+                    y.detach().clone() if y is not None else None,
+                )
             )
 
         def edit(fn):
