@@ -106,15 +106,19 @@ def _mechanism(v: ModelView, s: Sublayer) -> str:
     except Exception:  # noqa: BLE001
         return ""
     f32 = torch.float32
+
+    def effect(r: float) -> str:  # below 0.001 the second digit would be float32 rounding
+        return "under 0.001" if r < 1e-3 else num(r, f32)
+
     if small > 0.1 * big:
         return (
             f"on a float32 copy, the order effect stays as the input shrinks (relative effect "
-            f"{num(big, f32)} at 4x, {num(small, f32)} at 1/64x): a bias on the scores that depends "
+            f"{effect(big)} at 4x, {effect(small)} at 1/64x): a bias on the scores that depends "
             f"on the distance p - q, whatever the content, as ALiBi adds"
         )
     return (
         f"on a float32 copy, the order effect fades as the input shrinks (relative effect "
-        f"{num(big, f32)} at 4x, {num(small, f32)} at 1/64x): it scales with the queries and keys, "
+        f"{effect(big)} at 4x, {effect(small)} at 1/64x): it scales with the queries and keys, "
         f"as rotary (RoPE) does by rotating q and k by position"
     )
 
@@ -162,7 +166,8 @@ def check_k1(v: ModelView) -> CheckResult:
         failed = no_position = True
         ev.append(
             f"token {t1} repeated at positions 0..{v.n - 1}: the input of {first} is the same "
-            f"vector at every position: no position information enters before the first block"
+            f"vector at every position (max difference {num(spread, v.dtype)}): no position information "
+            f"enters before the first block"
         )
     else:
         additive = _additive(v, x0)
@@ -216,7 +221,7 @@ def check_k1(v: ModelView) -> CheckResult:
         ", ".join(tested[:4]) + (" ..." if len(tested) > 4 else "") or "none found"
     )
     if mechanism:
-        label = {"rotary": "rotary (RoPE)", "ALiBi": "ALiBi", "unnamed": "a mechanism of its own"}[
+        label = {"rotary": "rotary", "ALiBi": "ALiBi", "unnamed": "a mechanism of its own"}[
             mechanism
         ]
         finding = (

@@ -77,12 +77,13 @@ def check_k2(v: ModelView) -> CheckResult:
         for s in subs:
             _, hooks = v.run(v.tokens, v.blocks, edit=_zero([s]))
             y = v.block_call(hooks, b).y
+            d = maxdiff(v.rows(y, 0), v.rows(y, 1))
             if not v.tol.varies(v.rows(y, 0) - v.rows(y, 1), max(scale(y), 1e-3)):
                 failed = unwrapped = True
                 ev.append(
                     f"with {s.name} ({type(s.module).__name__}) zeroed, {bname} returns the same "
-                    f"output for two different inputs: nothing goes around this sublayer, it is "
-                    f"not wrapped in a residual"
+                    f"output for two different inputs (max difference {num(d, v.dtype)}): nothing "
+                    f"goes around this sublayer, it is not wrapped in a residual"
                 )
             elif s.residual is not None and b == 0:
                 where = s.residual[1]
