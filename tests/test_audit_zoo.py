@@ -256,3 +256,13 @@ def _falcon():
     torch.manual_seed(0)
     cfg = T.FalconConfig(vocab_size=100, hidden_size=32, num_attention_heads=4, num_hidden_layers=2)
     return T.FalconForCausalLM(cfg)
+
+
+def test_a_linear_map_in_place_of_the_feed_forward_is_not_taken_for_one():
+    model = TransformerLM(**SMALL)
+    for block in model.blocks:
+        block.ffn.sublayer = torch.nn.Linear(32, 32)  # d -> d, no nonlinearity: no feed-forward
+    result = audit(model)["K3"]
+    assert result.status == "undecided", str(result)
+    assert "blocks.0.ffn.sublayer are linear maps" in result.evidence[0]
+    assert result.took["linear projections (not feed-forward)"] == "blocks.0.ffn.sublayer"

@@ -374,9 +374,11 @@ class ModelView:
 
     def affine(self, call: Call) -> bool:
         """Whether the module is an affine map of its input: f((a + b) / 2) = (f(a) + f(b)) / 2."""
-        x = call.x.detach()
-        other = x + torch.randn(x.shape, generator=self.gen).to(x) * _scale(x)
-        ya, yb, ym = replay(call, x), replay(call, other), replay(call, (x + other) / 2)
+        x = call.x.detach().float()
+        x = x / x.pow(2).mean().sqrt().clamp_min(1e-12)  # RMS 1, then far apart: a = 4x, b = -4x
+        a = (4.0 * x).to(call.x.dtype)
+        b = (-4.0 * x + torch.randn(x.shape, generator=self.gen)).to(call.x.dtype)
+        ya, yb, ym = replay(call, a), replay(call, b), replay(call, (a + b) / 2)
         return self.tol.same(ym, (ya + yb) / 2, loose=True)
 
     def kind(self, s: Sublayer) -> tuple[str, str]:
@@ -407,6 +409,8 @@ class ModelView:
         for m in self.blocks[b].modules():
             c = self.inner.get(id(m))
             if c is None or id(m) in inner_s or any(d is s.module for d in m.modules()):
+                continue
+            if id(m) in self.norms or n_params(m) == 0:  # a widening layer has weights
                 continue
             if (
                 c.order > s.call.order

@@ -117,15 +117,26 @@ def check_k3(v: ModelView) -> CheckResult:
                     s.name for s in projections
                 )
         if not ffns:
+            mixing = [s.name for s in subs if v.kind(s)[0] == "mixing"]
             return CheckResult(
                 "K3",
                 "undecided",
                 f"found no feed-forward sublayer in {bname}",
                 [
-                    f"of the sublayers of {bname} ({', '.join(s.name for s in subs)}), every one "
-                    f"either mixes positions or is a linear projection of something that does; the "
-                    f"feed-forward may be computed inline in the block's forward, with no module "
-                    f"to observe; pass blocks= if these are not the blocks"
+                    f"none of the sublayers of {bname} is a feed-forward: "
+                    + "; ".join(
+                        part
+                        for part in (
+                            f"{', '.join(mixing)} mix positions" if mixing else "",
+                            f"{', '.join(s.name for s in projections)} are linear maps (a "
+                            f"feed-forward is nonlinear: max(0, x W1 + b1) W2 + b2)"
+                            if projections
+                            else "",
+                        )
+                        if part
+                    )
+                    + "; a feed-forward computed inline in the block's forward, with bare tensors, "
+                    "has no module to observe; pass blocks= if these are not the blocks"
                 ],
                 took,
             )
@@ -155,7 +166,7 @@ def check_k3(v: ModelView) -> CheckResult:
         if b == 0 and projections:
             ev.append(
                 f"not taken for a feed-forward: {', '.join(s.name for s in projections)} (linear, "
-                f"fed by something that mixes positions: an attention output projection)"
+                f"and not fed by a position-wise widening of the stream: an attention output projection)"
             )
     if failed:
         return CheckResult(
