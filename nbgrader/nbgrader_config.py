@@ -32,3 +32,7 @@ c.Execute.timeout = 600
 # nbgrader's autograder gives 0 points to a test cell that shows an error OR writes to stderr.
 # The course's check cells raise helpers.checks.ExerciseFailed for a wrong answer (an
 # AssertionError: 0 points) and print a line to stdout for a right one (full points).
+
+# `nbgrader validate` (and the Validate button) cut each line of a verdict at 90 characters by
+# default; the checks' verdicts are one line, often longer.
+c.Validator.width = 400

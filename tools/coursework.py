@@ -8,8 +8,9 @@ docs/INSTRUCTORS.md); everything it writes there is generated and ignored by git
     python tools/coursework.py release --lessons 4 5   # some lessons only
     python tools/coursework.py list                    # exercises and points of each lesson
     python tools/coursework.py collect lesson04 DOWNLOADS/   # DOWNLOADS/<student>.ipynb files
-    python tools/coursework.py autograde lesson04      # every submission of lesson04
+    python tools/coursework.py autograde lesson04      # every submission of lesson04, confined
     python tools/coursework.py scores lesson04         # one line per student, from the gradebook
+    python tools/coursework.py review lesson04         # cells that reach for the grading machinery
 
 ``release`` copies each lesson notebook to ``nbgrader/source/lessonNN/`` (without the saved
 widget state of the instructor's run) and runs ``nbgrader generate_assignment lessonNN --force``
@@ -18,11 +19,23 @@ widget state of the instructor's run) and runs ``nbgrader generate_assignment le
 student versions land in ``nbgrader/release/lessonNN/``, and the gradebook
 (``nbgrader/gradebook.db``) records each assignment's graded cells, which ``autograde`` needs.
 ``--course-dir DIR`` works on another course folder (the tests use a temporary one).
+
+``autograde`` runs each submission through nbgrader's own ``autograde``, one student at a time (a
+malformed submission is named and the others are still graded), in a kernel confined by
+bubblewrap (``tools/grading/confine.py``). The points do not come from that kernel: every graded
+exercise's hidden test records the student's answers on cases the release never shows
+(``helpers.grading.record``), the instructor's solution notebook records the same cases in the
+same confined kernel, and ``tools/grading/verdicts.py`` compares the two here, outside. The
+verdict is written to the gradebook as the check cell's score (nbgrader's manual score, which
+takes precedence over the automatic one) and as the exercise's comment, which nbgrader's
+feedback shows. docs/INSTRUCTORS.md says what this guarantees and what it cannot.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -39,8 +52,15 @@ COURSE_DIR = ROOT / "nbgrader"
 CONFIG = COURSE_DIR / "nbgrader_config.py"
 
 sys.path.insert(0, str(ROOT))  # helpers.course, when run from a checkout without installing
+sys.path.insert(0, str(ROOT / "tools"))
+
+from grading import confine, review  # noqa: E402
+from grading.verdicts import Verdict, judge, read_records  # noqa: E402
 
 from helpers.course import LESSONS, Lesson  # noqa: E402
+
+#: The kernelspec nbgrader's autograder runs submissions in (tools/grading/confine.py).
+KERNEL = "course-confined"
 
 __all__ = [
     "Exercise",
@@ -53,7 +73,9 @@ __all__ = [
     "student_notebook",
     "submit",
     "autograde",
+    "Graded",
     "scores",
+    "review_submissions",
     "nbgrader",
 ]
 
@@ -122,14 +144,16 @@ def _venv_on_path() -> None:
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
 
 
-def nbgrader(course_dir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def nbgrader(
+    course_dir: Path, *args: str, check: bool = True, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run ``nbgrader ARGS`` in ``course_dir`` (where its nbgrader_config.py is read).
 
     Kernels started by nbgrader get the notebook's usual inline matplotlib backend, even when the
     caller (pytest) chose a headless one through MPLBACKEND.
     """
     _venv_on_path()  # nbgrader's gradebook runs the `alembic` command of this environment
-    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    env = {**{k: v for k, v in os.environ.items() if k != "MPLBACKEND"}, **(env or {})}
     env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
     result = subprocess.run(
         [sys.executable, "-m", "nbgrader", *args],
@@ -227,12 +251,174 @@ def submit(lesson: Lesson, student: str, notebook, course_dir: Path = COURSE_DIR
     return dest
 
 
-def autograde(lesson: Lesson, course_dir: Path = COURSE_DIR, student: str | None = None):
-    """Run ``nbgrader autograde lessonNN --force`` (every submission, or one student's)."""
-    args = ["autograde", assignment_id(lesson), "--force"]
-    if student:
-        args.append(f"--student={student}")
-    return nbgrader(Path(course_dir).resolve(), *args)
+def install_kernel(course_dir: Path) -> dict:
+    """Write the confined kernelspec into ``course_dir`` and return the environment that finds it."""
+    spec_dir = Path(course_dir).resolve() / ".kernels" / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [
+            sys.executable,
+            str(ROOT / "tools" / "grading" / "confine.py"),
+            "{connection_file}",
+        ],
+        "display_name": "Python 3 (confined, for grading)",
+        "language": "python",
+    }
+    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    path = os.pathsep.join([str(spec_dir.parent.parent), os.environ.get("JUPYTER_PATH", "")])
+    return {"JUPYTER_PATH": path.rstrip(os.pathsep)}
+
+
+def reference_records(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict:
+    """What the instructor's solution records for each hidden case, run in the confined kernel.
+
+    Cached in ``course_dir/.reference/lessonNN/`` by the hash of the source notebook.
+    """
+    from nbclient import NotebookClient
+
+    course_dir = Path(course_dir).resolve()
+    source = course_dir / "source" / assignment_id(lesson) / lesson.notebook
+    if not source.exists():
+        raise SystemExit(f"coursework: no {source}; run `coursework.py release` first")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    folder = course_dir / ".reference" / assignment_id(lesson) / digest
+    log = folder / confine.LOG_NAME
+    if not log.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        env = install_kernel(course_dir)
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            nb = nbformat.read(str(source), as_version=4)
+            NotebookClient(
+                nb,
+                timeout=600,
+                kernel_name=KERNEL,
+                resources={"metadata": {"path": str(folder)}},
+                allow_errors=True,
+            ).execute()
+        finally:
+            for k, v in saved.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+        if not log.exists():
+            log.write_text("", encoding="utf-8")
+    return read_records(log)[0]
+
+
+@dataclass
+class Graded:
+    """What ``autograde`` did: per student, the verdict of each exercise, or why it could not."""
+
+    verdicts: dict[str, dict[str, Verdict]]
+    failed: dict[str, str]  # student -> why nbgrader could not grade the submission
+    review: dict[str, list]  # student -> review.Finding list
+
+
+def _students(course_dir: Path, lesson: Lesson) -> list[str]:
+    submitted = Path(course_dir) / "submitted"
+    if not submitted.exists():
+        return []
+    return sorted(p.name for p in submitted.iterdir() if (p / assignment_id(lesson)).is_dir())
+
+
+def _why(result: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in (result.stderr + result.stdout).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.search(r"\w(Error|Exception): ", ln)]
+    return (errors or lines or ["nbgrader failed"])[-1].strip()[:300]
+
+
+def _record_verdicts(course_dir: Path, lesson: Lesson, student: str, verdicts) -> None:
+    from nbgrader.api import Gradebook, MissingEntry
+
+    _venv_on_path()
+    found = {
+        e.solution_id: e
+        for e in exercises(Path(course_dir) / "source" / assignment_id(lesson) / lesson.notebook)
+    }
+    db = Path(course_dir).resolve() / "gradebook.db"
+    with Gradebook(f"sqlite:///{db}", "transformer-block") as gb:
+        for exercise, verdict in verdicts.items():
+            e = found[exercise]
+            try:
+                grade = gb.find_grade(
+                    e.check_id, notebook_id(lesson), assignment_id(lesson), student
+                )
+            except MissingEntry:
+                continue
+            grade.manual_score = e.points if verdict.correct else 0.0
+            try:
+                comment = gb.find_comment(
+                    exercise, notebook_id(lesson), assignment_id(lesson), student
+                )
+                comment.manual_comment = ("✓ " if verdict.correct else "✗ ") + verdict.message
+            except MissingEntry:
+                pass
+        gb.db.commit()
+
+
+def autograde(lesson: Lesson, course_dir: Path = COURSE_DIR, student: str | None = None) -> Graded:
+    """Grade every submission of ``lesson`` (or one student's), confined, verdicts decided here.
+
+    Each student is one ``nbgrader autograde --student=ID`` run in the confined kernel; one that
+    nbgrader cannot grade (a renamed or deleted graded cell, say) is reported in ``failed`` and
+    the others are still graded. Then each exercise's hidden records are judged against the
+    solution's, and the gradebook gets the verdicts.
+    """
+    course_dir = Path(course_dir).resolve()
+    reference = reference_records(lesson, course_dir)
+    env = install_kernel(course_dir)
+    solution_ids = [
+        e.solution_id
+        for e in exercises(course_dir / "source" / assignment_id(lesson) / lesson.notebook)
+    ]
+    graded = Graded({}, {}, {})
+    for sid in [student] if student else _students(course_dir, lesson):
+        result = nbgrader(
+            course_dir,
+            "autograde",
+            assignment_id(lesson),
+            "--force",
+            f"--student={sid}",
+            f"--Execute.kernel_name={KERNEL}",
+            check=False,
+            env=env,
+        )
+        folder = course_dir / "autograded" / sid / assignment_id(lesson)
+        if result.returncode != 0 or not (folder / lesson.notebook).exists():
+            graded.failed[sid] = _why(result)
+            continue
+        records, _ = read_records(folder / confine.LOG_NAME)
+        verdicts = {x: judge(x, reference.get(x, {}), records.get(x, {})) for x in solution_ids}
+        _record_verdicts(course_dir, lesson, sid, verdicts)
+        graded.verdicts[sid] = verdicts
+        submitted = course_dir / "submitted" / sid / assignment_id(lesson) / lesson.notebook
+        graded.review[sid] = review.review(
+            submitted, course_dir / "source" / assignment_id(lesson) / lesson.notebook
+        )
+    return graded
+
+
+def review_submissions(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, list]:
+    """The review list of every submission of ``lesson`` (tools/grading/review.py)."""
+    course_dir = Path(course_dir).resolve()
+    source = course_dir / "source" / assignment_id(lesson) / lesson.notebook
+    found = {}
+    for sid in _students(course_dir, lesson):
+        submitted = course_dir / "submitted" / sid / assignment_id(lesson) / lesson.notebook
+        if submitted.exists():
+            found[sid] = review.review(submitted, source)
+    return found
+
+
+def _print_review(found: dict[str, list]) -> None:
+    flagged = {s: f for s, f in found.items() if f}
+    if not flagged:
+        print("review: no cell reaches for the grading machinery")
+        return
+    print("review (for a person to read; not a grade):")
+    for sid, findings in sorted(flagged.items()):
+        for f in findings:
+            print(f"  {sid}  {f.cell} line {f.line}: {f.reason}    {f.code}")
 
 
 def scores(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, dict[str, tuple]]:
@@ -285,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--student")
     p = sub.add_parser("scores", help="print the gradebook's scores of an assignment")
     p.add_argument("assignment")
+    p = sub.add_parser("review", help="list cells of the submissions that reach for the grader")
+    p.add_argument("assignment")
     args = parser.parse_args(argv)
     course_dir = args.course_dir.resolve()
 
@@ -310,11 +498,16 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "autograde":
         lesson = _lesson(args.assignment)
         prepare_course_dir(course_dir)
-        result = autograde(lesson, course_dir, args.student)
-        for line in result.stderr.splitlines():  # nbgrader's warnings: late, missing files
-            if "| WARNING]" in line or "| ERROR]" in line:
-                print(line, file=sys.stderr)
+        graded = autograde(lesson, course_dir, args.student)
+        for sid, why in sorted(graded.failed.items()):
+            print(
+                f"{sid}: NOT GRADED, nbgrader could not grade this submission: {why}",
+                file=sys.stderr,
+            )
+        _print_review(graded.review)
         args.command = "scores"
+    elif args.command == "review":
+        _print_review(review_submissions(_lesson(args.assignment), course_dir))
     if args.command == "scores":
         lesson = _lesson(args.assignment)
         for student, grades in sorted(scores(lesson, course_dir).items()):

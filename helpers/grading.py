@@ -1,0 +1,125 @@
+"""Coursework: what a hidden test records of an answer, as plain data, for a grader outside.
+
+A graded exercise's hidden test (between nbgrader's ``### BEGIN HIDDEN TESTS`` and
+``### END HIDDEN TESTS``, so never in the student's release) calls the student's answer on cases
+the student never saw and records what came back::
+
+    record("l5_ex1", layer_norm, torch.tensor([[3.0, -1.0, 0.5, 2.0]]))
+
+Nothing here knows a right answer, and nothing here decides a grade. Under the grader
+(``tools/coursework.py autograde``, which sets ``HELPERS_GRADING_LOG`` inside its confined kernel)
+each call appends one JSON line: the exercise, the case number, the answer converted to plain
+data, and the names of the torch functions the answer called. The grader compares those lines,
+in its own process, with the lines the instructor's solution recorded for the same cases. So
+whatever a student's code does inside the kernel (rebind names, patch torch, subclass tensors,
+rewrite cells), all it can change is the data recorded about its own answer.
+
+Outside grading (a student or instructor running the notebook) ``record`` only runs the answer, so
+that the instructor's notebook still executes top to bottom.
+
+Plain data: ``None``, ``bool``, ``int``, ``float``, ``str`` (exact types), ``list``/``tuple``/``dict``
+of those, an exact ``torch.Tensor`` (no subclass; its dtype, shape and values), and an
+``nn.Module`` (its class name, and each parameter's name, shape, values and which parameters share
+storage). Anything else is recorded as unsupported, which the grader scores as wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+__all__ = ["record", "plain"]
+
+_cases: dict[str, int] = {}
+
+
+def _number(x: float):
+    return x if math.isfinite(x) else {"float": repr(x)}
+
+
+def _tensor(t: torch.Tensor) -> dict:
+    data = t.detach().cpu()
+    if data.is_floating_point() or data.is_complex():
+        values = [_number(v) for v in data.to(torch.float64).flatten().tolist()]
+    else:
+        values = data.flatten().tolist()
+    return {"tensor": {"dtype": str(t.dtype), "shape": list(t.shape), "data": values}}
+
+
+def _module(m: nn.Module) -> dict:
+    storages: dict[int, int] = {}
+    params = []
+    for name, p in m.named_parameters(remove_duplicate=False):
+        key = p.untyped_storage().data_ptr()
+        group = storages.setdefault(key, len(storages))
+        params.append(
+            {
+                "name": name,
+                "shape": list(p.shape),
+                "storage": group,
+                "object": id(p),
+                "data": _tensor(p.data)["tensor"]["data"],
+            }
+        )
+    objects: dict[int, int] = {}
+    for entry in params:  # object identity as small group numbers, not addresses
+        entry["object"] = objects.setdefault(entry["object"], len(objects))
+    return {"module": {"class": type(m).__name__, "parameters": params}}
+
+
+def plain(x, _depth: int = 0):
+    """``x`` as JSON-able plain data (see the module docstring); exact types only."""
+    if _depth > 6:
+        return {"unsupported": "nesting deeper than 6"}
+    kind = type(x)
+    if x is None or kind in (bool, int, str):
+        return x
+    if kind is float:
+        return _number(x)
+    if kind is torch.Tensor:
+        return _tensor(x)
+    if kind in (list, tuple):
+        return [plain(v, _depth + 1) for v in x]
+    if kind is dict and all(type(k) is str for k in x):
+        return {k: plain(v, _depth + 1) for k, v in x.items()}
+    if isinstance(x, nn.Module):
+        return _module(x)
+    return {"unsupported": kind.__name__}
+
+
+class _Calls(TorchFunctionMode):
+    """Names of the torch functions called while active (for exercises that forbid one)."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.add(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
+    """Lesson exercises (hidden tests). Call ``answer(*args, **kwargs)`` and, under the grader,
+    record its result as plain data for case number k of ``exercise``. Returns None (a number
+    shown as a cell's result would be read by nbgrader as partial credit)."""
+    case = _cases.get(exercise, 0)
+    _cases[exercise] = case + 1
+    calls = _Calls()
+    try:
+        with calls:
+            result = answer(*args, **kwargs)
+        entry = {"value": plain(result)}
+    except Exception as error:  # the answer failed on this case: that is what gets recorded
+        entry = {"error": type(error).__name__}
+    log = os.environ.get("HELPERS_GRADING_LOG")
+    if log:
+        entry.update(exercise=str(exercise), case=case, calls=sorted(calls.names))
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps(entry) + "\n")

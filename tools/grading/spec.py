@@ -1,0 +1,28 @@
+"""Per exercise: how its hidden records are compared, and which torch functions it forbids.
+
+The default compares every number with ``rtol=1e-4, atol=1e-5`` (float32 answers computed in a
+different order than the solution's differ by far less), integers, booleans and strings exactly,
+and a module by its parameters' names, shapes and which of them share storage or are one object.
+An exercise that says "without nn.LayerNorm" lists the torch function names it forbids, as
+``TorchFunctionMode`` reports them (``layer_norm``, ``embedding``, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Spec:
+    rtol: float = 1e-4
+    atol: float = 1e-5
+    forbid: tuple[str, ...] = ()
+    same_values: tuple[str, ...] = ()  # module parameters a repair must keep unchanged
+
+
+#: Exercises that differ from the default, by the solution cell's grade_id.
+SPECS: dict[str, Spec] = {}
+
+
+def spec_for(exercise: str) -> Spec:
+    return SPECS.get(exercise, Spec())
