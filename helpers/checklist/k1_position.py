@@ -11,7 +11,8 @@ its input reversed; without a mechanism of its own its output at the last positi
 all). If it moves, position enters inside attention, which the sheet's rule excludes (COURSE.md
 C4.8), and the report names the mechanism: on a float32 copy of the sublayer fed a shrunken
 input, an order effect that fades with the queries and keys is rotary (q and k rotated by
-position, RoPE); one that stays is a bias on the scores that depends on distance (ALiBi).
+position, RoPE); one that stays is a bias on the scores that depends on distance (ALiBi, or
+T5's learned relative bias: the probe cannot tell these two apart).
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def _mechanism(v: ModelView, s: Sublayer) -> str:
         return (
             f"on a float32 copy, the order effect stays as the input shrinks (relative effect "
             f"{effect(big)} at 4x, {effect(small)} at 1/64x): a bias on the scores that depends "
-            f"on the distance p - q, whatever the content, as ALiBi adds"
+            f"on the distance p - q, whatever the content, as ALiBi (or T5's learned relative bias) adds"
         )
     return (
         f"on a float32 copy, the order effect fades as the input shrinks (relative effect "
@@ -221,9 +222,11 @@ def check_k1(v: ModelView) -> CheckResult:
         ", ".join(tested[:4]) + (" ..." if len(tested) > 4 else "") or "none found"
     )
     if mechanism:
-        label = {"rotary": "rotary", "ALiBi": "ALiBi", "unnamed": "a mechanism of its own"}[
-            mechanism
-        ]
+        label = {
+            "rotary": "rotary",
+            "ALiBi": "ALiBi-style: a bias on the scores by distance",
+            "unnamed": "a mechanism of its own",
+        }[mechanism]
         finding = (
             f"position enters inside attention ({label}), not added to the token embeddings: the "
             f"sheet's rule fails"
