@@ -4,7 +4,8 @@
 
 Shapes: [n, d_model] -> [n, d_ff] -> [n, d_model], d_ff commonly 4 * d_model (512 -> 2048).
 The same W1, W2 act on every position separately (C6.4). Later models replaced ReLU by GELU
-(GPT-2) and by SwiGLU (Shazeer 2020; LLaMA), which has three matrices::
+(Hendrycks & Gimpel 2016; used by GPT-1 (Radford et al. 2018), BERT and GPT-2) and by SwiGLU
+(Shazeer 2020; used by PaLM and Llama), which has three matrices::
 
     SwiGLU(x) = (silu(x W1 + b1) * (x W3 + b3)) W2 + b2
 
@@ -57,7 +58,7 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
-    """Lesson 6. GELU's tanh approximation, as GPT-2 used it:
+    """Lesson 6. GELU's tanh approximation, as the code of GPT-1 and GPT-2 uses it:
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
     check.tensor("x", x)
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
@@ -111,7 +112,7 @@ class FeedForward(nn.Module):
     """Lesson 6 (C6.1-C6.4). The position-wise feed-forward block.
 
     ``activation="relu"``: ``max(0, x W1 + b1) W2 + b2`` (the paper).
-    ``activation="gelu"``: ``gelu(x W1 + b1) W2 + b2`` (GPT-2; exact erf form).
+    ``activation="gelu"``: ``gelu(x W1 + b1) W2 + b2`` (GPT-1, BERT, GPT-2; exact erf form).
     ``activation="swiglu"``: ``(silu(x W1 + b1) * (x W3 + b3)) W2 + b2`` with hidden width
     ``swiglu_hidden(d_ff)`` = round(2/3 * d_ff).
 

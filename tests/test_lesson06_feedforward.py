@@ -10,12 +10,14 @@ import torch.nn.functional as F
 
 from helpers import (
     FeedForward,
+    MultiHeadAttention,
     TransformerBlock,
     attention_weights,
     count_parameters,
     gelu,
     gelu_tanh,
     relu,
+    scaled_dot_product_attention,
     silu,
     swiglu_hidden,
 )
@@ -178,17 +180,75 @@ def test_C6_4_changing_one_position_changes_only_that_output():
 # ---------------------------------------------------------------- C6.5 linear vs nonlinear
 
 
-def test_C6_5_attention_is_linear_in_the_values_once_weights_are_fixed():
-    n, d = 6, 8
-    q, k = torch.randn(n, d), torch.randn(n, d)
-    A = attention_weights(q, k)  # [n, n], fixed
-    v1, v2 = torch.randn(n, d), torch.randn(n, d)
+def _attention_weights_from(n=6, d=16, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    w_q, w_k, w_v = (torch.randn(d, d, generator=g, dtype=torch.float64) / d**0.5 for _ in range(3))
+    return w_q, w_k, w_v, g
+
+
+def test_C6_5_attention_is_linear_in_the_values_once_weights_are_computed_from_the_input():
+    n, d = 6, 16
+    w_q, w_k, _, g = _attention_weights_from(n, d)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    q, k = x @ w_q, x @ w_k  # the weights come from the input
+    v1, v2 = torch.randn(2, n, d, generator=g, dtype=torch.float64)
     a, b = 2.5, -1.3
-    torch.testing.assert_close(A @ (a * v1 + b * v2), a * (A @ v1) + b * (A @ v2))
+    mixed, weights = scaled_dot_product_attention(q, k, a * v1 + b * v2)
+    out1, out2 = (
+        scaled_dot_product_attention(q, k, v1)[0],
+        scaled_dot_product_attention(q, k, v2)[0],
+    )
+    torch.testing.assert_close(mixed, a * out1 + b * out2, rtol=0, atol=1e-12)
+    torch.testing.assert_close(weights, attention_weights(q, k))
     # and attention mixes positions: changing one value row changes every output row
     v3 = v1.clone()
     v3[2] += 1.0
-    assert ((A @ v3 - A @ v1).abs().amax(dim=-1) > 0).all()
+    assert ((scaled_dot_product_attention(q, k, v3)[0] - out1).abs().amax(dim=-1) > 1e-6).all()
+
+
+def test_C6_5_attention_scores_are_a_quadratic_form_in_the_input():
+    n, d = 6, 16
+    w_q, w_k, _, g = _attention_weights_from(n, d, seed=1)
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+
+    def scores(z):
+        return (z @ w_q) @ (z @ w_k).T / d**0.5
+
+    torch.testing.assert_close(scores(2 * x), 4 * scores(x))
+    torch.testing.assert_close(scores(-x), scores(x))  # even: a linear map would flip the sign
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_C6_5_attention_is_not_linear_in_its_input(seed):
+    n, d = 6, 64
+    w_q, w_k, w_v, g = _attention_weights_from(n, d, seed=seed)
+
+    def attn(z):
+        return scaled_dot_product_attention(z @ w_q, z @ w_k, z @ w_v)[0]
+
+    x1, x2 = torch.randn(2, n, d, generator=g, dtype=torch.float64)
+    a, b = 2.5, -1.3
+    superposed = a * attn(x1) + b * attn(x2)
+    gap = (attn(a * x1 + b * x2) - superposed).norm() / superposed.norm()
+    assert gap > 0.1  # a clear margin: rounding is ~1e-15
+    # the control: with the weights frozen (computed once), the same map is linear
+    weights = scaled_dot_product_attention(x1 @ w_q, x1 @ w_k, x1 @ w_v)[1]
+
+    def frozen(z):
+        return weights @ (z @ w_v)
+
+    torch.testing.assert_close(frozen(a * x1 + b * x2), a * frozen(x1) + b * frozen(x2))
+
+
+def test_C6_5_multi_head_attention_is_not_linear_in_its_input():
+    torch.manual_seed(7)
+    mha = MultiHeadAttention(64, n_heads=4, bias=False).double()  # no bias: no affine offset
+    x1, x2 = torch.randn(2, 1, 6, 64, dtype=torch.float64)
+    a, b = 2.5, -1.3
+    with torch.no_grad():
+        superposed = a * mha(x1) + b * mha(x2)
+        gap = (mha(a * x1 + b * x2) - superposed).norm() / superposed.norm()
+    assert gap > 0.1
 
 
 def test_C6_5_feedforward_is_not_linear():
@@ -482,6 +542,187 @@ def test_check_ffn_forward_wrong_answers(answer, expected):
         checks.check_ffn_forward(answer)
 
 
+@pytest.mark.parametrize(
+    "answer,which",
+    [
+        (
+            lambda x, w1, b1, w2, b2: _right_forward(x, w1.T, b1, w2, b2),
+            r"uses W1 transposed \(W1\.T\)",
+        ),
+        (
+            lambda x, w1, b1, w2, b2: _right_forward(x, w1, b1, w2.T, b2),
+            r"uses W2 transposed \(W2\.T\)",
+        ),
+        (
+            lambda x, w1, b1, w2, b2: _right_forward(x, w1.T, b1, w2.T, b2),
+            r"uses W1 and W2 transposed \(W1\.T and W2\.T\)",
+        ),
+    ],
+)
+def test_check_ffn_forward_names_the_transposed_weight(answer, which):
+    """Issue 14 point 11: x @ W1.T (nn.Linear's layout) is named, not shown as a matmul error."""
+    with pytest.raises(ExerciseFailed, match=which) as info:
+        checks.check_ffn_forward(answer)
+    message = str(info.value)
+    assert "formula's layout" in message and "mat1 and mat2" not in message
+    assert "\n" not in message
+
+
+def test_check_ffn_forward_names_a_transpose_that_raises_nothing():
+    """With square weights (d_model == d_ff) a transpose computes another block silently."""
+    calls = []
+
+    def transposed_when_square(x, w1, b1, w2, b2):
+        calls.append(tuple(w1.shape))
+        if w1.shape[0] == w1.shape[1]:
+            return _right_forward(x, w1.T, b1, w2, b2)
+        return _right_forward(x, w1, b1, w2, b2)
+
+    with pytest.raises(ExerciseFailed, match=r"uses W1 transposed"):
+        checks.check_ffn_forward(transposed_when_square)
+    assert (5, 5) in calls
+
+
+def test_check_ffn_forward_other_shape_error_lists_the_shapes():
+    def wrong_order(x, w1, b1, w2, b2):
+        return torch.clamp(w1 @ x + b1, min=0) @ w2 + b2
+
+    with pytest.raises(
+        ExerciseFailed, match=r"x \[5, 6\], W1 \[6, 24\].*raised RuntimeError.*Check each product"
+    ):
+        checks.check_ffn_forward(wrong_order)
+
+
+def _coarse_grid_answer(points):
+    x = torch.linspace(-4, 4, points, dtype=torch.float64)
+    return float(x[(F.relu(x) - F.gelu(x)).abs().argmax()])
+
+
+def test_check_most_different_input_explains_a_coarse_grid():
+    """Issue 14 point 11: a 101-point grid (answer +-0.72) is told what is wrong, with numbers."""
+    assert abs(abs(_coarse_grid_answer(101)) - 0.72) < 1e-12
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_most_different_input(lambda: _coarse_grid_answer(101))
+    message = str(info.value)
+    for words in (
+        "-0.72 is",
+        "0.0318 from the peak at x = ±0.752",
+        "101-point grid",
+        "(step 0.08)",
+        "0.16975 there against 0.16997",
+        "0.01 or finer",
+    ):
+        assert words in message, (words, message)
+
+
+@pytest.mark.parametrize("points,passes", [(801, True), (8001, True), (401, False), (201, False)])
+def test_check_most_different_input_tolerance_matches_the_question(points, passes, capsys):
+    """Within 0.005 of +-0.7518 passes: a step of 0.01 (801 points) is fine enough, 0.02 is not."""
+    answer = _coarse_grid_answer(points)
+    if passes:
+        checks.check_most_different_input(lambda: answer)
+        assert capsys.readouterr().out.startswith("✓")
+    else:
+        with pytest.raises(ExerciseFailed, match=f"{points}-point"):
+            checks.check_most_different_input(lambda: answer)
+
+
+# ---------------------------------------------------------------- exercise 4: mixing (transfer)
+
+
+def _nudge_every_position(f, n=6, d_model=8):
+    x = torch.randn(n, d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    base = f(x)
+    for i in range(n):
+        nudged = x.clone()
+        nudged[i] += 1.0
+        moved = (f(nudged) - base).abs().amax(dim=-1)
+        if (moved[torch.arange(n) != i] > 1e-9).any():
+            return True
+    return False
+
+
+def _permutation_test(f):
+    x = torch.randn(6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    return not torch.allclose(f(x[perm]), f(x)[perm])
+
+
+def _nudge_last_only(f):
+    x = torch.randn(6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    nudged = x.clone()
+    nudged[-1] += 1.0
+    return bool(((f(nudged) - f(x)).abs().amax(dim=-1)[:-1] > 1e-9).any())
+
+
+def test_C6_4_suspects_are_labelled_by_their_jacobian():
+    """The truth the check uses, from an independent method: the Jacobian's off-diagonal blocks."""
+    x = torch.randn(5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    for name, f, mixes, what in checks.suspects():
+        jac = torch.autograd.functional.jacobian(f, x, vectorize=True)  # [5, 8, 5, 8]
+        across = jac.abs().amax(dim=(1, 3))  # [5, 5]: output row i w.r.t. input row j
+        off_diagonal = across[~torch.eye(5, dtype=torch.bool)]
+        assert bool((off_diagonal > 1e-9).any()) == mixes, name
+        assert what and isinstance(what, str)
+
+
+def test_C6_4_suspects_leave_the_random_state_alone_and_reject_bad_input():
+    state = torch.random.get_rng_state()
+    cases = checks.suspects()
+    assert torch.equal(state, torch.random.get_rng_state())
+    plain = cases[0][1]
+    for bad in (torch.randn(8), torch.randn(4, 7), torch.randn(2, 3, 8), [1.0] * 8):
+        with pytest.raises(ValueError, match=r"each suspect takes x of shape \[n, 8\]"):
+            plain(bad)
+
+
+def test_check_mixes_positions_right_answers(capsys):
+    checks.check_mixes_positions(_nudge_every_position)
+    checks.check_mixes_positions(lambda f: torch.tensor(_nudge_every_position(f)))  # a bool tensor
+    out = capsys.readouterr().out
+    assert out.count("✓") == 2 and "7 suspects" in out
+
+
+@pytest.mark.parametrize(
+    "answer,expected",
+    [
+        (None, "is None"),
+        (_raises(NotImplementedError()), "not implemented yet"),
+        (lambda f: True, "says `plain` mixes positions"),
+        (lambda f: False, "says `centred` does not mix positions.*3 more of the 7"),
+        (_permutation_test, "`centred`.*a permutation test cannot see it"),
+        (_nudge_last_only, "`running_sum`.*changing the last position moves no other row"),
+        (lambda f: not _nudge_every_position(f), "says `plain` mixes positions"),
+        (lambda f: None, "is None: did you forget to `return` True or False"),
+        (lambda f: 1, r"should return True or False \(a bool\), got 1 \(int\)"),
+        (lambda f: "True", "got 'True' \\(str\\)"),
+        (lambda f: torch.zeros(3), "got a tensor of shape \\[3\\]"),
+        (lambda f: f(torch.randn(8)), r"raised ValueError: each suspect takes x of shape \[n, 8\]"),
+    ],
+)
+def test_check_mixes_positions_wrong_answers(answer, expected):
+    with pytest.raises(ExerciseFailed, match=expected) as info:
+        checks.check_mixes_positions(answer)
+    assert "\n" not in str(info.value)
+
+
+def test_check_mixes_positions_scaled_by_position_trap():
+    """A test that asks "does it treat every position alike" misjudges scaled_by_position."""
+
+    def position_dependent(f):  # True when the output at a row changes if the row is moved
+        x = torch.randn(6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+        return not torch.allclose(f(x.roll(1, 0)), f(x).roll(1, 0))
+
+    with pytest.raises(ExerciseFailed, match="scaled_by_position"):
+        checks.check_mixes_positions(
+            lambda f: (
+                position_dependent(f)
+                if f.__name__ == "scaled_by_position"
+                else _nudge_every_position(f)
+            )
+        )
+
+
 def _grid_answer():
     x = torch.linspace(-4, 4, 8001, dtype=torch.float64)
     return float(x[(F.relu(x) - F.gelu(x)).abs().argmax()])
@@ -507,10 +748,11 @@ def test_check_most_different_input_right_answers(capsys):
         (lambda: "0.75", "should be a number"),
         (lambda: 4751, "index of the largest"),  # argmax index instead of x
         (lambda: 0.16997, "size of the largest difference"),
-        (lambda: 4.0, "somewhere in"),  # argmax of gelu - relu (signed, wrong way round)
-        (lambda: 0.0, "somewhere in"),
-        (lambda: 0.7518 * 1.01, "not at it"),  # 1 % off: the gap is flat there, the place is not
-        (lambda: -0.76, "finer grid"),
+        (lambda: 4.0, "elsewhere in"),  # argmax of gelu - relu (signed, wrong way round)
+        (lambda: 0.0, "elsewhere in"),
+        (lambda: 0.5, "elsewhere in"),
+        (lambda: 0.7518 * 1.01, "so flat that a coarse grid"),  # 1 % off: flat gap, wrong place
+        (lambda: -0.76, "best point of the 201-point"),
         (lambda: 12.5, "outside the range"),
     ],
 )
@@ -525,6 +767,8 @@ def test_checks_never_leak_a_traceback_from_inside():
         (checks.check_parameter_count, lambda *a: [1, 2]),
         (checks.check_ffn_forward, lambda *a: {"y": 1}),
         (checks.check_most_different_input, lambda: object()),
+        (checks.check_mixes_positions, lambda f: object()),
+        (checks.check_mixes_positions, lambda f: f(object())),
     ]:
         with pytest.raises(ExerciseFailed):
             check(bad)
