@@ -266,3 +266,27 @@ def test_a_linear_map_in_place_of_the_feed_forward_is_not_taken_for_one():
     assert result.status == "undecided", str(result)
     assert "blocks.0.ffn.sublayer are linear maps" in result.evidence[0]
     assert result.took["linear projections (not feed-forward)"] == "blocks.0.ffn.sublayer"
+
+
+def test_feed_forward_inlined_with_bare_tensors_is_undecided_not_failed():
+    class InlineLayer(torch.nn.Module):  # pre-norm; the feed-forward's weights live on the block
+        def __init__(self, d=32, h=4):
+            super().__init__()
+            from helpers import LayerNorm, MultiHeadAttention
+
+            self.ln1, self.ln2 = LayerNorm(d), LayerNorm(d)
+            self.attn = MultiHeadAttention(d, h, causal=True)
+            self.w1 = torch.nn.Parameter(torch.randn(d, 4 * d) / d**0.5)
+            self.w2 = torch.nn.Parameter(torch.randn(4 * d, d) / (4 * d) ** 0.5)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + torch.relu(self.ln2(x) @ self.w1) @ self.w2
+
+    model = TransformerLM(**SMALL)
+    model.blocks = torch.nn.ModuleList(InlineLayer() for _ in range(2))
+    report = audit(model)
+    assert report.undecided == ["K2", "K3"] and report.failed == [], str(report)
+    assert "neither the identity nor a normalization" in report["K2"].finding
+    assert "did not take for a sublayer" in report["K2"].evidence[0]
+    assert "computed inline in the block's forward" in report["K3"].evidence[0]

@@ -338,13 +338,6 @@ class ModelView:
         visit(block)
         return sorted(found, key=lambda s: self.inner_order.get(id(s.module), 0))
 
-    def relative(self, name: str) -> str:
-        """A module name without its block's prefix (``attn.c_proj`` for ``h.0.attn.c_proj``)."""
-        for bname in self.block_names:
-            if name.startswith(bname + "."):
-                return name[len(bname) + 1 :]
-        return name
-
     # ---- what a sublayer does ----
     def mixes(self, call: Call) -> bool:
         """Whether changing one position of any of the call's stream inputs (the query and, for

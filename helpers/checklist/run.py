@@ -46,7 +46,8 @@ def audit(
     first item is the logits, or an object with ``.logits``). The audit finds the token embedding
     (the module called with the token ids), the blocks (the ModuleList/Sequential of same-type
     modules that receive the [batch, n, d_model] stream), their sublayers (the modules inside a
-    block that return the stream's shape and contain no normalization) and the output projection
+    block that return the stream (or its flattening [B*n, d_model]) and contain no normalization;
+    the feed-forward among them by what it does, see :mod:`.k3_feedforward`) and the output projection
     (the last module whose own weight is [vocab_size, d_model] and that returns vocab-sized
     outputs). Each check's result says which modules it took for what (``report["K3"].took``).
 
@@ -107,9 +108,9 @@ def audit(
     torch.set_num_threads(1)  # the probes are tiny: one thread is ~30x faster on a busy machine
     results: dict[str, CheckResult] = {}
     try:
-        a = ModelView(model, vocab_size, embedding, blocks, output, probe_tokens, forward, seed)
+        view = ModelView(model, vocab_size, embedding, blocks, output, probe_tokens, forward, seed)
         try:
-            a.discover()
+            view.discover()
         except Exception as e:  # noqa: BLE001 - a model the audit cannot read is reported, not raised
             reason = (
                 str(e)
@@ -120,17 +121,17 @@ def audit(
                 results[k] = CheckResult(
                     k, "undecided", "the audit could not read the model", [reason]
                 )
-            return AuditReport(results, a.found, title)
+            return AuditReport(results, view.found, title)
         for k, fn in _CHECK_FUNCTIONS.items():
             try:
-                results[k] = fn(a)
+                results[k] = fn(view)
             except Failure as e:
                 results[k] = CheckResult(k, "undecided", "could not be observed", [str(e)])
             except Exception as e:  # noqa: BLE001 - a model the audit cannot drive is reported, not raised
                 results[k] = CheckResult(
                     k, "undecided", "the experiment failed", [f"{type(e).__name__}: {e}"]
                 )
-        return AuditReport(results, a.found, title)
+        return AuditReport(results, view.found, title)
     finally:
         torch.set_num_threads(threads)
         for m, mode in modes.items():
