@@ -87,7 +87,8 @@ def scaled_dot_product_attention(q, k, v, causal: bool = False):
 
 
 class MultiHeadAttention(nn.Module):
-    """Lesson 7 (used in lesson 4 without position, C4.1). Multi-head self-attention.
+    """Lesson 7 (used in lesson 4 without position: C4.1 unmasked, C4.9 causal). Multi-head
+    self-attention.
 
     ``MHA(x) = concat(head_1..head_h) W_O + b_O``, ``head_j = Attention(x W_Q^j, x W_K^j, x W_V^j)``.
     Parameters: 4 * (d_model^2 + d_model) with biases, as GPT-2 has.

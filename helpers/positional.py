@@ -1,7 +1,8 @@
 """Lesson 4: injecting position into the embeddings.
 
-Attention alone has no notion of order (claim C4.1), so position is added to the token embeddings
-once, before the first block (C4.5). Two schemes from the sheet:
+Attention without a mask has no notion of order (claim C4.1; a causal mask already sees order,
+C4.9), so position is added to the token embeddings once, before the first block (C4.5). Two
+schemes from the sheet:
 
 * sinusoidal (Vaswani et al. 2017, section 3.5), no parameters, defined at every position::
 
@@ -9,6 +10,9 @@ once, before the first block (C4.5). Two schemes from the sheet:
       PE(pos, 2i+1) = cos(pos / base^(2i / d_model))        base = 10000
 
 * learned: a trainable table with one row per position 0..max_len-1, and no row beyond (C4.4).
+
+Defined is not working: a model trained at one length does worse at longer ones (C4.7, measured
+with :mod:`helpers.length`).
 """
 
 from __future__ import annotations

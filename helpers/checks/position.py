@@ -1,5 +1,6 @@
-"""Lesson 4 exercise checks: the sinusoidal encoding, the wavelength of a column pair, the rotation
-R_k, and which positions a learned table can answer for.
+"""Lesson 4 exercise checks: which column pair tells two positions apart (a predict-then-verify
+exercise), the sinusoidal encoding, the wavelength of a column pair, the rotation R_k, and which
+positions a learned table can answer for.
 
 Each check calls the student's function on a few inputs, prints ``✓ ...`` when it is right and
 otherwise raises :class:`~helpers.checks.ExerciseFailed` with a message that names the mistake:
@@ -18,15 +19,158 @@ import torch
 from ..positional import (
     LearnedPositionalEmbedding,
     PositionOutOfRange,
+    angle_rates,
     rotation_matrix,
     sinusoidal_encoding_at,
     wavelengths,
 )
+from ..printing import fmt
 from ._core import as_number, as_tensor, call, expect_close, fail, passed
 
-__all__ = ["check_encoding", "check_wavelength", "check_rotation", "check_has_rows"]
+__all__ = [
+    "check_best_pair",
+    "check_encoding",
+    "check_wavelength",
+    "check_rotation",
+    "check_has_rows",
+]
 
 BASE = 10000.0
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 1: which pair tells two positions apart (predict, then verify)
+# --------------------------------------------------------------------------------------------
+
+
+def pair_gaps(p, q, d_model: int) -> torch.Tensor:
+    """Lesson 4. For each column pair i, the distance between the points
+    (PE(p, 2i), PE(p, 2i+1)) and (PE(q, 2i), PE(q, 2i+1)) on the unit circle:
+    ``2 |sin((q - p) w_i / 2)|``. Returns a float64 tensor [d_model // 2]."""
+    pe = sinusoidal_encoding_at([p, q], d_model, dtype=torch.float64)  # [2, d_model]
+    return (pe[0] - pe[1]).reshape(d_model // 2, 2).norm(dim=1)  # [d_model/2]
+
+
+# (p, q, d_model): chosen so that the best pair beats the second best by a wide margin
+_BEST_PAIR_CASES = (
+    (0, 1000, 16),
+    (7, 1007, 16),
+    (0, 1, 16),
+    (0, 6, 16),
+    (0, 50, 16),
+    (0, 100, 32),
+    (5, 12, 64),
+    (0, 2000, 32),
+)
+
+
+def _as_pair_index(ex: str, got, what: str, d: int) -> int:
+    if got is None:
+        fail(ex, f"{what} returned None: did you forget to `return` the pair index?")
+    size = got.numel() if isinstance(got, torch.Tensor) else np.size(got)
+    if isinstance(got, torch.Tensor | np.ndarray) and size != 1:
+        fail(
+            ex,
+            f"{what} returned an array of shape {list(got.shape)}: return one pair index "
+            f"(an int), e.g. int(distances.argmax()), not the distances themselves.",
+        )
+    if isinstance(got, torch.Tensor | np.ndarray | np.generic):
+        got = got.item()  # one element: a Python int, float or bool
+    if isinstance(got, bool) or not isinstance(got, int | float):
+        fail(
+            ex, f"{what} returned {got!r} (a {type(got).__name__}); return the pair index, an int."
+        )
+    if isinstance(got, float):
+        if not (math.isfinite(got) and got.is_integer()):
+            shown = fmt(got, 4) if math.isfinite(got) else str(got)
+            fail(
+                ex,
+                f"{what} returned the float {shown}: return the index i of the pair (an int "
+                f"between 0 and d_model/2 - 1 = {d // 2 - 1}), not a distance or an angle.",
+            )
+        got = int(got)
+    return got
+
+
+def check_best_pair(fn, cases=_BEST_PAIR_CASES) -> None:
+    """Lesson 4, exercise 1 (predict, then verify). ``fn(p, q, d_model)`` must return the index
+    i of the column pair (columns 2i, 2i+1) whose point (sin, cos) moves farthest between
+    positions p and q, the pair that tells p and q apart best. Not always the fastest pair:
+    pair i has turned by (q - p)·w_i, and only that angle modulo 2π counts."""
+    ex = "Exercise 1 (which pair tells two positions apart)"
+    for p, q, d in cases:
+        what = f"best_pair({p}, {q}, {d})"
+        got = _as_pair_index(ex, call(ex, fn, p, q, d, name="best_pair"), what, d)
+        gaps = pair_gaps(p, q, d)  # [d/2], float64
+        want = int(gaps.argmax())
+        if got == want:
+            continue
+        turned = (q - p) * float(angle_rates(d)[0])
+
+        def gap(i, gaps=gaps):
+            return fmt(gaps[i], decimals=3)
+
+        if got in (2 * want, 2 * want + 1) and not 0 <= got < d // 2:
+            problem = (
+                f"{got} is a column index; return the pair index i (pair i is columns 2i and 2i+1), "
+                f"here {got} // 2."
+            )
+        elif got in (2 * want, 2 * want + 1):
+            problem = (
+                f"pair {got} moves {gap(got)}, pair {want} moves {gap(want)}; did you return a "
+                f"column index? Pair i is columns 2i and 2i+1: return i."
+            )
+        elif not 0 <= got < d // 2:
+            problem = f"there are only d_model/2 = {d // 2} pairs, numbered 0..{d // 2 - 1}."
+        elif got == 0:
+            problem = (
+                f"pair 0 turns fastest, but over q - p = {q - p} positions it turns by "
+                f"{fmt(turned, 4)} rad, which is {math.floor(turned / (2 * math.pi))} full turns "
+                f"plus {fmt(math.fmod(turned, 2 * math.pi), 3)} rad: its point ends up a distance "
+                f"{gap(0)} from where it started. Pair {want} moves {gap(want)}. The distance is "
+                f"2|sin((q-p)·w_i/2)|: what counts is the angle modulo 2π."
+            )
+        elif got == d // 2 - 1:
+            problem = (
+                f"the slowest pair barely moves over {q - p} positions (distance {gap(got)}); "
+                f"pair {want} moves {gap(want)}."
+            )
+        elif got == int(gaps.argmin()):
+            problem = (
+                f"pair {got} is the one that tells them apart worst (distance {gap(got)}): "
+                f"you want the largest distance, pair {want} ({gap(want)})."
+            )
+        elif got == want + 1:
+            problem = (
+                f"pair {got} moves {gap(got)}, pair {want} moves {gap(want)}: pairs are numbered "
+                f"from 0 (pair 0 is columns 0 and 1)."
+            )
+        else:
+            sin_gap = (sinusoidal_encoding_at([p, q], d, dtype=torch.float64)[:, 0::2]).diff(dim=0)
+            if got == int(sin_gap.abs().argmax()):
+                problem = (
+                    f"pair {got} has the largest change of its sin column, but a pair is the point "
+                    f"(sin, cos): compare both columns (pair {got} moves {gap(got)}, "
+                    f"pair {want} {gap(want)})."
+                )
+            else:
+                problem = (
+                    f"pair {got} moves {gap(got)} between positions {p} and {q}, pair {want} "
+                    f"moves {gap(want)}: measure the distance of each pair's (sin, cos) point."
+                )
+        fail(ex, f"{what} returned {got}: {problem}")
+    p, q, d = cases[0]
+    gaps = pair_gaps(p, q, d)
+    want = int(gaps.argmax())
+    turned = (q - p) * float(angle_rates(d)[0])  # pair 0's angle, w_0 = 1
+    passed(
+        ex,
+        f"positions {p} and {q} at d_model {d} are told apart best by pair {want} "
+        f"(distance {fmt(gaps[want], decimals=3)} of at most 2); the fastest pair 0 moves only "
+        f"{fmt(gaps[0], decimals=3)}: it has turned {fmt(turned, 4)} rad, "
+        f"{math.floor(turned / (2 * math.pi))} full turns plus "
+        f"{fmt(math.fmod(turned, 2 * math.pi), 2)} rad.",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +246,7 @@ def _estimated_base(got: torch.Tensor, d: int) -> float | None:
 
 
 def check_encoding(fn, cases=((50, 16), (7, 8), (33, 128))) -> None:
-    """Lesson 4, exercise 1. ``fn(n_positions, d_model)`` must return the table [n, d_model] of
+    """Lesson 4 (formerly exercise 1). ``fn(n_positions, d_model)`` must return the table [n, d_model] of
     ``PE(pos, 2i) = sin(pos / 10000^(2i/d_model))``, ``PE(pos, 2i+1) = cos(same)``."""
     ex = "Exercise 1 (the sinusoidal encoding)"
     name = "my_positional_encoding"

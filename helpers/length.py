@@ -1,0 +1,176 @@
+"""Lesson 4 (C4.7): defined is not working. Train the course's model at one sequence length, then
+measure it at longer ones.
+
+The sinusoidal table is *defined* at every position (C4.3), so a model that adds it can be run on
+sequences longer than any it was trained on; whether it still predicts well there is a question
+for an experiment. A learned table cannot even be asked (C4.4): it has no row for a later position.
+
+    train:    next-token loss on random windows of ``train_len`` tokens      (helpers.training)
+    measure:  mean next-token loss on the held-out text, cut into consecutive windows of n tokens,
+              for n = train_len, 2 train_len, ...                          (helpers.training.evaluate)
+
+Everything is seeded and, by default, computed in float64, so the losses a lesson prints are the
+same on every machine (CONTRIBUTING.md, "Numbers in stored outputs"). Press et al. (2022) measured
+the same question at scale ("Train short, test long").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from . import _validate as check
+from .model import POSITIONAL_KINDS, TransformerLM
+from .training import CharTokenizer, TrainResult, evaluate, load_text, split_ids, train_lm
+
+__all__ = ["LengthRun", "train_at_length", "loss_by_position"]
+
+
+@contextmanager
+def _drawn_in(dtype: torch.dtype):
+    """New parameters are created, and randomly drawn, in ``dtype``: float64 draws are the same
+    bits on every CPU kernel path, float32 draws are not (measured: torch's AVX2 and portable
+    kernels give different ``randn`` values for one seed)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+@contextmanager
+def _one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _lengths(lengths) -> list[int]:
+    if isinstance(lengths, int | bool) or not isinstance(lengths, Iterable):
+        raise TypeError(
+            f"lengths must be a list of whole numbers (sequence lengths), got {lengths!r} "
+            f"({type(lengths).__name__})"
+        )
+    lengths = list(lengths)
+    if not lengths:
+        raise ValueError("lengths must hold at least one sequence length, got an empty list")
+    return [check.positive_int("each length", n, minimum=2) for n in lengths]
+
+
+@dataclass
+class LengthRun:
+    """Lesson 4 (C4.7). A model trained at one sequence length, and the held-out text to measure it.
+
+    ``loss_at(n)`` is the mean next-token loss on the held-out text cut into windows of ``n``
+    tokens (``helpers.training.evaluate``); ``losses_at([32, 64, ...])`` does it for each length.
+    For a learned position table, a length above ``train_len`` raises
+    :class:`~helpers.PositionOutOfRange`: the table has no row there.
+    """
+
+    model: TransformerLM
+    train_len: int
+    val_ids: torch.Tensor
+    result: TrainResult
+
+    def loss_at(self, n: int) -> float:
+        """Mean next-token loss over windows of ``n`` tokens of the held-out text."""
+        n = check.positive_int("n", n, minimum=2)
+        with _one_thread():
+            return evaluate(self.model, self.val_ids, n)
+
+    def losses_at(self, lengths) -> dict[int, float]:
+        """``{n: loss_at(n)}`` for each sequence length ``n`` of ``lengths``."""
+        return {n: self.loss_at(n) for n in _lengths(lengths)}
+
+
+def train_at_length(
+    train_len: int = 32,
+    positional: str = "sinusoidal",
+    *,
+    d_model: int = 48,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    steps: int = 400,
+    batch_size: int = 16,
+    lr: float = 5e-3,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    text: str | None = None,
+) -> LengthRun:
+    """Lesson 4 (C4.7). Train a :class:`~helpers.TransformerLM` on windows of ``train_len`` tokens.
+
+    The model is the course's, with its coherent defaults (C8.6: sinusoidal position with Xavier
+    init and sqrt(d_model) scaling; learned position with GPT-2's init) and ``max_len=train_len``
+    (the sinusoidal table grows on demand; the learned one has exactly ``train_len`` rows).
+    Character-level on ``text`` (default: the shipped excerpt of tiny-shakespeare, last 10% held
+    out), ``steps`` AdamW steps of ``batch_size`` random windows, seeded by ``seed``. The model is
+    built in ``dtype`` (float64 by default: its initial weights are drawn in float64, the same on
+    every machine, and so are the printed losses).
+    Returns a :class:`LengthRun`; measure it with ``run.losses_at([32, 64, 128, 256])``.
+    """
+    train_len = check.positive_int("train_len", train_len, minimum=2)
+    check.choice("positional", positional, POSITIONAL_KINDS)
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    if text is not None and not isinstance(text, str):
+        raise TypeError(
+            f"text must be a str (or None for the shipped text), got {type(text).__name__}"
+        )
+    text = load_text() if text is None else text
+    tokenizer = CharTokenizer(text)
+    train_ids, val_ids = split_ids(tokenizer.encode(text))
+    if len(val_ids) < train_len + 1:
+        raise ValueError(
+            f"text is too short: its held-out tenth has {len(val_ids)} tokens, fewer than one "
+            f"window of train_len={train_len} (+1)"
+        )
+    torch.manual_seed(seed)
+    with _drawn_in(dtype):  # float64 from the first weight, not float32 weights converted
+        model = TransformerLM(
+            tokenizer.vocab_size,
+            d_model,
+            n_layers,
+            n_heads,
+            max_len=train_len,
+            positional=positional,
+        )
+    result = train_lm(
+        model, train_ids, val_ids, steps, batch_size, train_len, lr, seed, dtype=dtype
+    )
+    return LengthRun(model=model, train_len=train_len, val_ids=val_ids, result=result)
+
+
+@torch.no_grad()
+def loss_by_position(model: TransformerLM, ids: torch.Tensor, n: int) -> torch.Tensor:
+    """Lesson 4 (C4.7). The next-token loss at each position 0..n-2 of windows of ``n + 1`` ids.
+
+    ``ids`` is cut into consecutive windows of ``n + 1`` tokens (as ``evaluate`` does with
+    ``block_size = n``); the model reads the first ``n`` of each and predicts the next; entry t is
+    the cross-entropy of predicting the token after position t, averaged over the windows.
+    Returns a tensor [n] in the model's dtype.
+    """
+    if not isinstance(model, TransformerLM):
+        raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
+    check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
+    n = check.positive_int("n", n)
+    n_windows = (len(ids) - 1) // n
+    if n_windows < 1:
+        raise ValueError(f"ids is too short ({len(ids)}) for one window of n={n} (+1) tokens")
+    windows = torch.stack([ids[i * n : i * n + n + 1] for i in range(n_windows)])  # [W, n+1]
+    was_training = model.training
+    model.eval()
+    with _one_thread():
+        logits = model(windows[:, :-1])  # [W, n, V]
+    model.train(was_training)
+    losses = nn.functional.cross_entropy(
+        logits.transpose(1, 2), windows[:, 1:], reduction="none"
+    )  # [W, n]
+    return losses.mean(dim=0)  # [n]
