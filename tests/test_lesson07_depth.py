@@ -1,6 +1,7 @@
 """Lesson 7, stacking: the helpers behind claims C7.1-C7.3, the equivalence with PyTorch's
 ``nn.TransformerEncoderLayer``, the exercise checks, the explorer."""
 
+import copy
 import math
 import statistics
 
@@ -10,7 +11,14 @@ import pytest
 import torch
 from torch import nn
 
-from helpers import MultiHeadAttention, TransformerBlock, TransformerLM, count_parameters
+from helpers import (
+    FeedForward,
+    LayerNorm,
+    MultiHeadAttention,
+    TransformerBlock,
+    TransformerLM,
+    count_parameters,
+)
 from helpers.blocks import (
     copy_from_torch_encoder_layer,
     make_shared_stack,
@@ -87,6 +95,36 @@ def test_C7_2_blocks_start_different_and_stay_independent():
     with torch.no_grad():
         stack[0].attention.q_proj.weight.zero_()
     assert stack[1].attention.q_proj.weight.abs().sum() > 0
+
+
+@pytest.mark.slow  # about 1 s on an idle machine, 5-6 s on a loaded one
+def test_C7_2_equal_copies_at_different_depths_get_different_gradients_and_drift_apart():
+    """The notebook's experiment, smaller: four exact copies of one block start as the shared
+    stack's function; each depth gets its own gradient (the shared block gets their sum), and a
+    few steps of training make the copies different functions (here 3 steps: 0.42)."""
+    torch.manual_seed(3)
+    shared = make_shared_stack(4, 32, 4).double()
+    own = nn.ModuleList(copy.deepcopy(shared[0]) for _ in range(4))
+    teacher = make_stack(4, 32, 4).double()
+    x = torch.randn(2, 8, 32, dtype=torch.float64)
+    with torch.no_grad():
+        target = run_stack(teacher, x)
+        assert torch.equal(run_stack(own, x), run_stack(shared, x))
+    for stack in (own, shared):
+        (run_stack(stack, x) - target).pow(2).mean().backward()
+    g = torch.stack([b.attention.q_proj.weight.grad for b in own])  # [4, d, d]
+    torch.testing.assert_close(g.sum(0), shared[0].attention.q_proj.weight.grad, rtol=1e-12, atol=0)
+    cos = torch.cosine_similarity(g[0].flatten(), g[3].flatten(), dim=0)
+    assert cos < 0.9
+    optimizer = torch.optim.SGD(own.parameters(), lr=0.05)
+    for _ in range(3):
+        optimizer.zero_grad()
+        (run_stack(own, x) - target).pow(2).mean().backward()
+        optimizer.step()
+    with torch.no_grad():
+        outs = [b(x) for b in own]
+    drift = (outs[3] - outs[0]).norm() / (outs[0] - x).norm()
+    assert drift > 0.05
 
 
 def test_C7_2_language_model_blocks_own_distinct_tensors():
@@ -255,21 +293,50 @@ def test_C7_3_post_norm_stream_is_renormalized_not_summed():
     torch.testing.assert_close(norms, torch.full_like(norms, math.sqrt(32)), atol=1e-3, rtol=1e-4)
 
 
-def test_C7_3_pre_norm_stream_grows_with_depth():
+def _stream(**kwargs):
     torch.manual_seed(0)
-    model = TransformerLM(256, 64, 12, 4, norm="pre", init="xavier").eval()
+    model = TransformerLM(256, 64, 12, 4, norm="pre", **kwargs).double().eval()
     tokens = torch.randint(0, 256, (4, 32))
     with torch.no_grad():
         _, hidden = model(tokens, return_hidden=True)
+    return model, tokens, hidden
+
+
+def test_C7_3_pre_norm_stream_grows_with_depth():
+    _, _, hidden = _stream(init="xavier")
     contribution, stream = stream_statistics(hidden)
     assert contribution.shape == (12,) and stream.shape == (13,)
+    assert contribution.dtype == torch.float64
     assert (stream[1:] > stream[:-1]).all()
-    assert stream[-1] / stream[0] > 3
-    # contributions of similar size, added in mostly unrelated directions: ||h_L||^2 is close to
+    assert stream[-1] / stream[0] > 2
+    assert (contribution > 0.5 * stream[0]).all()
+    # contributions of similar size, added in nearly orthogonal directions: ||h_L||^2 is close to
     # ||h_0||^2 + sum ||delta_l||^2 (a random walk), far from (||h_0|| + sum ||delta_l||)^2
+    steps = torch.stack(hidden[1:]) - torch.stack(hidden[:-1])
+    unit = steps / steps.norm(dim=-1, keepdim=True)
+    cosines = torch.einsum("lbnd,mbnd->lmbn", unit, unit).mean(dim=(2, 3))
+    assert cosines[~torch.eye(12, dtype=torch.bool)].abs().mean() < 0.2
     walk = math.sqrt(stream[0] ** 2 + (contribution**2).sum())
     assert 0.8 < stream[-1] / walk < 1.3
     assert stream[-1] < 0.5 * (stream[0] + contribution.sum())
+
+
+@pytest.mark.slow  # about 1 s on an idle machine, 5-6 s on a loaded one
+def test_C7_3_gpt2_init_and_its_residual_scaling():
+    """GPT-2's init (learned positions, std 0.02, no scaling): contributions about as large as
+    the embeddings; dividing the residual output projections by sqrt(2 L) shrinks them."""
+    model, tokens, hidden = _stream(positional="learned")
+    assert model.init_scheme == "gpt2" and not model.scale_embeddings
+    contribution, stream = stream_statistics(hidden)
+    assert 0.5 < contribution.mean() / stream[0] < 2 and stream[-1] > 2 * stream[0]
+    with torch.no_grad():
+        for blk in model.blocks:
+            blk.attention.out_proj.weight /= math.sqrt(24)
+            blk.feedforward.w2.weight /= math.sqrt(24)
+        _, scaled = model(tokens, return_hidden=True)
+    contribution_scaled, stream_scaled = stream_statistics(scaled)
+    assert 3 < contribution.mean() / contribution_scaled.mean() < 8
+    assert stream_scaled[-1] < 1.5 * stream_scaled[0]
 
 
 def test_C7_3_stream_statistics_values():
@@ -395,10 +462,10 @@ def test_plots_bad_arguments():
 # ----------------------------------------------------------------------------------------------
 
 
-def _count_right(d_model, n_layers, d_ff):
-    return n_layers * (
-        4 * (d_model**2 + d_model) + 2 * d_model * d_ff + d_ff + d_model + 4 * d_model
-    )
+def _count_right(d_model, n_layers, d_ff, bias=True):
+    attention = 4 * d_model**2 + (4 * d_model if bias else 0)
+    feedforward = 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
+    return n_layers * (attention + feedforward + 4 * d_model)
 
 
 def test_check_parameter_count_accepts_right_answer(capsys):
@@ -406,12 +473,22 @@ def test_check_parameter_count_accepts_right_answer(capsys):
     assert "✓" in capsys.readouterr().out
 
 
-def _raise_not_implemented(*args):
+def test_check_parameter_count_cases_are_real_counts():
+    for d, L, f, b in checks._COUNT_CASES:
+        assert checks._true_count(d, L, f, b) == _count_right(d, L, f, b)
+
+
+def _raise_not_implemented(*args, **kwargs):
     raise NotImplementedError()
 
 
-def _raise_other(*args):
+def _raise_other(*args, **kwargs):
     raise ZeroDivisionError("division by zero")
+
+
+def _without(part):
+    """A count that leaves out one part of each block, given as a function of (d, f, bias)."""
+    return lambda d, L, f, bias=True: _count_right(d, L, f, bias) - L * part(d, f, bias)
 
 
 @pytest.mark.parametrize(
@@ -420,19 +497,37 @@ def _raise_other(*args):
         (None, "is None"),
         (_raise_not_implemented, "not implemented yet"),
         (_raise_other, "raised ZeroDivisionError"),
-        (lambda d, L, f: None, "is None"),
-        (lambda d, L, f: "many", "should be a number"),
-        (lambda d, L, f: float("nan"), "not a finite number"),
-        (lambda d, L, f: _count_right(d, L, f) + 0.5, "whole number"),
-        (lambda d, L, f: _count_right(d, 1, f), "count of ONE block"),
-        (lambda d, L, f: L * (4 * d * d + 2 * d * f + 4 * d), "biases are missing"),
-        (lambda d, L, f: L * (4 * d * d + 2 * d * f), "biases and the layer norms"),
-        (lambda d, L, f: L * (4 * (d * d + d) + 2 * d * f + f + d), "layer norms are missing"),
+        (lambda d, L, f, bias=True: None, "is None"),
+        (lambda d, L, f, bias=True: "many", "should be a number"),
+        (lambda d, L, f, bias=True: float("nan"), "not a finite number"),
+        (lambda d, L, f, bias=True: _count_right(d, L, f, bias) + 0.5, "whole number"),
+        (lambda d, L, f, bias=True: _count_right(d, 1, f, bias), "count of ONE block"),
+        # issue 14 point 11: the attention's biases (4 d) cost what the layer norms cost (4 d)
+        # with bias=True; the bias=False cases tell them apart, and the verdict says which
+        (_without(lambda d, f, b: 4 * d if b else 0), "the attention's biases are missing"),
+        (_without(lambda d, f, b: 4 * d), "the layer norms are missing"),
         (
-            lambda d, L, f: L * (3 * (d * d + d) + 2 * d * f + f + d + 4 * d),
-            "output projection W_O",
+            lambda d, L, f, bias=True: L * (4 * d * d + 2 * d * f + 4 * d),
+            "Linear layers are missing",
         ),
-        (lambda d, L, f: _count_right(d, L, f) + 1, r"off by \+1"),
+        (lambda d, L, f, bias=True: L * (4 * d * d + 2 * d * f), "biases and the layer norms"),
+        (lambda d, L, f, bias=True: _count_right(d, L, f), "you counted them anyway"),
+        (_without(lambda d, f, b: 0 if b else 2 * d), "keeps its shift"),
+        (_without(lambda d, f, b: 0 if b else 4 * d), "keep their scale and shift"),
+        (_without(lambda d, f, b: 2 * d), "only one layer norm"),
+        (_without(lambda d, f, b: d if b else 0), "second bias b2"),
+        (_without(lambda d, f, b: f if b else 0), "first bias b1"),
+        (_without(lambda d, f, b: d * d + (d if b else 0)), "output projection W_O"),
+        (_without(lambda d, f, b: 3 * (d * d + (d if b else 0))), "four d_model × d_model"),
+        (_without(lambda d, f, b: d * f + (d if b else 0)), "two matrices, W1"),
+        (lambda d, L, f, bias=True: _count_right(d, L, f, bias) + 1, r"off by \+1"),
+        # two mistakes at once: no single pattern explains the answers, so the verdict gives
+        # the formulas instead of naming a wrong cause
+        (
+            lambda d, L, f, bias=True: _count_right(d, L, f) - 4 * d * L,
+            r"off by -256\)\. Count per block",
+        ),
+        (lambda d, L, f: _count_right(d, L, f), "must take the argument bias"),
     ],
 )
 def test_check_parameter_count_wrong_answers(fn, match):
@@ -440,66 +535,126 @@ def test_check_parameter_count_wrong_answers(fn, match):
         checks.check_parameter_count(fn)
 
 
+def test_check_parameter_count_names_the_attention_biases_not_the_layer_norms():
+    """Issue 14 point 11: the verdict for missing attention biases must not blame the norms."""
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_parameter_count(_without(lambda d, f, b: 4 * d if b else 0))
+    message = str(info.value)
+    assert "W_Q, W_K, W_V and W_O" in message and "layer norms are missing" not in message
+
+
 def test_check_parameter_count_accepts_tensor_and_numpy_ints(capsys):
-    checks.check_parameter_count(lambda d, L, f: torch.tensor(_count_right(d, L, f)))
-    checks.check_parameter_count(lambda d, L, f: np.int64(_count_right(d, L, f)))
+    checks.check_parameter_count(
+        lambda d, L, f, bias=True: torch.tensor(_count_right(d, L, f, bias))
+    )
+    checks.check_parameter_count(lambda d, L, f, bias=True: np.int64(_count_right(d, L, f, bias)))
     assert capsys.readouterr().out.count("✓") == 2
 
 
-def _right_stack(n_layers, d_model, n_heads):
-    return nn.ModuleList(TransformerBlock(d_model, n_heads) for _ in range(n_layers))
+class ColleagueBlock(nn.Module):
+    """The notebook's exercise 2: meant to be pre-norm, but it normalizes the stream."""
+
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.d_model = d_model
+        self.ln1 = LayerNorm(d_model)
+        self.attention = MultiHeadAttention(d_model, n_heads)
+        self.ln2 = LayerNorm(d_model)
+        self.feedforward = FeedForward(d_model)
+
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
+        x = self.ln2(x)
+        x = x + self.feedforward(x)
+        return x
 
 
-def test_check_independent_stack_accepts_right_answer(capsys):
-    checks.check_independent_stack(_right_stack)
-    checks.check_independent_stack(lambda L, d, h: make_stack(L, d, h))
-    checks.check_independent_stack(lambda L, d, h: nn.Sequential(*_right_stack(L, d, h)))
-    assert capsys.readouterr().out.count("✓") == 3
+def _fixed(forward):
+    return type("FixedBlock", (ColleagueBlock,), {"forward": forward})
 
 
-def _nan_stack(n_layers, d_model, n_heads):
-    stack = _right_stack(n_layers, d_model, n_heads)
+def _pre(s, x):
+    h = x + s.attention(s.ln1(x))
+    return h + s.feedforward(s.ln2(h))
+
+
+def test_check_fixed_block_accepts_right_answer(capsys):
+    checks.check_fixed_block(_fixed(_pre))
+    assert "✓" in capsys.readouterr().out
+
+
+def test_check_fixed_block_agrees_with_transformer_block():
+    """The check's notion of right is the course's own pre-norm block, with the same weights."""
+    torch.manual_seed(0)
+    fixed, block = _fixed(_pre)(16, 2), TransformerBlock(16, 2)
     with torch.no_grad():
-        for p in stack.parameters():
-            p.fill_(float("nan"))
-    return stack
+        for p in fixed.parameters():
+            p.normal_()
+    block.attn.norm.load_state_dict(fixed.ln1.state_dict())
+    block.attention.load_state_dict(fixed.attention.state_dict())
+    block.ffn.norm.load_state_dict(fixed.ln2.state_dict())
+    block.feedforward.load_state_dict(fixed.feedforward.state_dict())
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(fixed(x), block(x))
+        right, _ = checks._block_variants(fixed, x)
+        torch.testing.assert_close(right, block(x))
 
 
-def _aliased_stack(n_layers, d_model, n_heads):
-    stack = _right_stack(n_layers, d_model, n_heads)
-    for b in stack[1:]:
-        b.feedforward.w1.weight = stack[0].feedforward.w1.weight  # a subtler sharing
-    return stack
+def _post_ffn(s, x):
+    h = x + s.attention(s.ln1(x))
+    return s.ln2(h + s.feedforward(h))
+
+
+def _post(s, x):
+    h = s.ln1(x + s.attention(x))
+    return s.ln2(h + s.feedforward(h))
+
+
+class _NoLn2(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.ln1 = LayerNorm(d_model)
+        self.attention = MultiHeadAttention(d_model, n_heads)
+        self.feedforward = FeedForward(d_model)
 
 
 @pytest.mark.parametrize(
-    "fn,match",
+    "answer,match",
     [
         (None, "is None"),
-        (_raise_not_implemented, "not implemented yet"),
-        (_raise_other, "raised ZeroDivisionError"),
-        (lambda L, d, h: None, "returned None"),
-        (lambda L, d, h: TransformerBlock(d, h), "single block"),
-        (lambda L, d, h: "blocks", "should return an nn.ModuleList"),
-        (lambda L, d, h: list(_right_stack(L, d, h)), "plain list"),
-        (lambda L, d, h: _right_stack(L + 1, d, h), "expected"),
+        (_pre, "should be a class"),
+        (ColleagueBlock, "the stream is still normalized"),
+        (_fixed(ColleagueBlock.forward), "the stream is still normalized"),
+        (_fixed(_post_ffn), "post-norm form of the feed-forward half"),
+        (_fixed(_post), "this is post-norm"),
+        (_fixed(lambda s, x: s.feedforward(s.ln2(x + s.attention(s.ln1(x))))), "no residual"),
         (
-            lambda L, d, h: nn.ModuleList([nn.Linear(d, d) for _ in range(L)]),
-            "expected a TransformerBlock",
+            _fixed(lambda s, x: (lambda h: h + s.feedforward(h))(x + s.attention(s.ln1(x)))),
+            "ln2 is not used",
         ),
-        (lambda L, d, h: _right_stack(L, 2 * d, h), "expected d_model="),
         (
-            lambda L, d, h: nn.ModuleList([TransformerBlock(d, h)] * L),
-            "share their parameter tensors",
+            _fixed(lambda s, x: (lambda h: h + s.feedforward(s.ln1(h)))(x + s.attention(s.ln1(x)))),
+            "goes through ln1",
         ),
-        (lambda L, d, h: make_shared_stack(L, d, h), r"`\[block\] \* n`"),
-        (_aliased_stack, r"feedforward|ffn\.sublayer\.w1\.weight"),
-        (_nan_stack, "NaN"),
+        (
+            _fixed(lambda s, x: x + s.attention(s.ln1(x)) + s.feedforward(s.ln2(x))),
+            "'parallel' block",
+        ),
+        (_fixed(lambda s, x: 1.01 * _pre(s, x)), "differs from the expected values"),
+        (_fixed(lambda s, x: None), "is None"),
+        (_fixed(lambda s, x: _pre(s, x)[0]), "has shape"),
+        (_fixed(lambda s, x: _pre(s, x) * float("nan")), "NaN"),
+        (_fixed(lambda s, x: _pre(s, x).long()), "dtype"),
+        (_fixed(_raise_not_implemented), "not implemented yet"),
+        (_fixed(_raise_other), "raised ZeroDivisionError"),
+        (_NoLn2, "no module `ln2`"),
+        (type("Broken", (ColleagueBlock,), {"__init__": _raise_other}), "raised ZeroDivisionError"),
     ],
 )
-def test_check_independent_stack_wrong_answers(fn, match):
+def test_check_fixed_block_wrong_answers(answer, match):
     with pytest.raises(ExerciseFailed, match=match):
-        checks.check_independent_stack(fn)
+        checks.check_fixed_block(answer)
 
 
 def _relative_right(hidden):
@@ -584,7 +739,8 @@ def test_checks_leave_the_global_random_state_alone():
     torch.manual_seed(123)
     want = torch.rand(3)
     torch.manual_seed(123)
-    checks.check_independent_stack(_right_stack)
+    checks.check_fixed_block(_fixed(_pre))
+    checks.check_parameter_count(_count_right)
     checks.check_relative_contributions(_relative_right)
     torch.testing.assert_close(torch.rand(3), want)
 
@@ -664,7 +820,7 @@ def test_explorer_norm_changes_the_stream(explorer):
     post = np.array(stream.get_ydata())
     assert not np.allclose(post, pre) and not np.allclose(contribution.get_ydata(), pre_c)
     np.testing.assert_allclose(post[1:], math.sqrt(64), rtol=1e-3)  # post-norm: ||h_l|| = sqrt(d)
-    assert pre[-1] > 2 * pre[0]  # pre-norm: the stream grows
+    assert pre[-1] > 1.5 * pre[0]  # pre-norm: the stream grows (1.95 times over 6 blocks)
     # post-norm drops the final LayerNorm (2 * d_model) and nothing else
     assert np.allclose(np.array(counts) - np.array(independent.get_ydata()), 2 * 64)
     assert plt.get_fignums() == []

@@ -22,6 +22,7 @@ from ..model import TransformerLM
 from ..normalization import NORM_PLACEMENTS
 from ..params import count_parameters
 from ..plots.depth import plot_parameter_count, plot_residual_stream
+from ..printing import fmt
 from ._base import Explorer, dropdown, slider
 
 __all__ = ["depth_explorer", "MAX_DEPTH", "D_MODELS", "stack_statistics", "depth_counts"]
@@ -73,6 +74,7 @@ def _full_stack_statistics(d_model: int, norm: str) -> tuple[np.ndarray, np.ndar
         with torch.random.fork_rng():  # seeded, without touching the notebook's random state
             torch.manual_seed(SEED)
             model = TransformerLM(VOCAB, d_model, MAX_DEPTH, N_HEADS, norm=norm, init="xavier")
+        model = model.double()  # float64, like the notebook's table: the same figures anywhere
         tokens = torch.randint(
             0, VOCAB, (BATCH, N_TOKENS), generator=torch.Generator().manual_seed(1)
         )  # [B, n] token ids
@@ -88,8 +90,8 @@ def stack_statistics(depth: int, d_model: int, norm: str) -> tuple[np.ndarray, n
     """Lesson 7 (C7.3). ``(contribution [depth], stream [depth + 1])`` at initialization.
 
     The stack of depth L is the first L blocks of one model
-    ``TransformerLM(256, d_model, 12, 4, norm=norm, init="xavier")`` seeded with 0 (the states
-    h_0..h_L do not depend on later blocks), run on a fixed batch of random tokens [4, 32];
+    ``TransformerLM(256, d_model, 12, 4, norm=norm, init="xavier")`` seeded with 0 and run in
+    float64 (the states h_0..h_L do not depend on later blocks), on a fixed batch of random tokens [4, 32];
     sizes from :func:`helpers.blocks.stream_statistics`. One model per (d_model, norm) is
     built and cached, so changing the depth costs nothing.
     """
@@ -159,8 +161,9 @@ def depth_explorer(depth: int = 6, d_model: int = 64, norm: str = "pre") -> Expl
             f"count({depth}) = base + L &times; per_block = {base:,} + {depth} &times; "
             f"{per_block:,} = <b>{base + depth * per_block:,}</b> parameters "
             f"(one shared block: {shared[0]:,}). "
-            f"Stream: ||h_0|| = {stream[0]:.3g} &rarr; ||h_{depth}|| = {stream[-1]:.3g} "
-            f"(&times;{growth:.2f}); mean block contribution {contribution.mean():.3g}."
+            f"Stream: ||h_0|| = {fmt(stream[0], 3)} &rarr; ||h_{depth}|| = {fmt(stream[-1], 3)} "
+            f"(&times;{fmt(growth, decimals=2)}); mean block contribution "
+            f"{fmt(contribution.mean(), 3)}."
         )
 
     controls = {
