@@ -7,6 +7,7 @@ activation_scales: sqrt(mean(h_l^2)) per layer
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
@@ -15,7 +16,7 @@ from torch import nn
 from . import _validate as check
 from .attention import MultiHeadAttention
 from .feedforward import FeedForward
-from .model import TransformerLM, init_weights, next_token_loss
+from .model import INITS, TransformerLM, init_weights, next_token_loss
 from .normalization import NORM_PLACEMENTS, Residual
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "gradient_norms",
     "activation_scales",
     "DeepStack",
+    "STACK_INITS",
     "silence_sublayers",
     "SCALE_SITES",
     "LayerProfile",
@@ -108,6 +110,10 @@ def activation_scales(model: nn.Module, tokens: torch.Tensor, where: str = "stre
     return scales
 
 
+#: Initializations :class:`DeepStack` accepts: those of :func:`helpers.init_weights`, and Kaiming.
+STACK_INITS = (*INITS, "kaiming")
+
+
 class DeepStack(nn.Module):
     """Lesson 5 (C5.2). A deep stack of feed-forward blocks, with or without residuals.
 
@@ -119,7 +125,10 @@ class DeepStack(nn.Module):
     the gradient has to pass through every layer's weights, with no identity path.
 
     No attention: the point is depth alone. ``init`` as in :func:`helpers.init_weights`
-    ("torch" keeps PyTorch's default uniform(+-1/sqrt(fan_in)) initialization).
+    ("torch" keeps PyTorch's default uniform(+-1/sqrt(fan_in)) initialization), or
+    ``"kaiming"``: every Linear weight Kaiming-normal for ReLU (std sqrt(2 / fan_in), He et al.
+    2015), biases 0, the embedding left at PyTorch's N(0, 1). Applied to both W1 and W2, it
+    doubles the mean square of the signal at every block (C5.2's exploding case).
     It works with :func:`gradient_norms` and :func:`activation_scales`.
     """
 
@@ -154,7 +163,14 @@ class DeepStack(nn.Module):
             for _ in range(n_layers)
         )
         self.head = nn.Linear(d_model, vocab_size)  # [d_model] -> [vocab_size]
-        init_weights(self, init)
+        check.choice("init", init, STACK_INITS)
+        if init == "kaiming":
+            for module in self.modules():
+                if isinstance(module, nn.Linear):
+                    nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+                    nn.init.zeros_(module.bias)
+        else:
+            init_weights(self, init)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         check.token_ids("tokens", tokens, self.vocab_size)
@@ -194,6 +210,17 @@ def silence_sublayers(model: nn.Module) -> nn.Module:
     return model
 
 
+@contextmanager
+def _default_dtype(dtype: torch.dtype):
+    """New parameters are created, and randomly drawn, in ``dtype`` inside the block."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
 class LayerProfile(NamedTuple):
     """Per-layer figures of one model configuration, averaged over seeds (lesson 5)."""
 
@@ -210,6 +237,7 @@ def init_profile(
     batch: int = 16,
     n: int = 64,
     n_heads: int = 4,
+    dtype: torch.dtype = torch.float32,
 ) -> LayerProfile:
     """Lesson 5 (C5.3, C5.6). Gradient norms and activation scales of a fresh model, at init.
 
@@ -220,7 +248,12 @@ def init_profile(
     :func:`gradient_norms` (next-token loss, one backward pass) and :func:`activation_scales`.
     Returns the mean over seeds of each per-layer figure. This is the set-up under which
     Xiong et al. (2020, Fig. 3) see post-norm's last-layer gradients grow with layer index.
+    ``dtype=torch.float64`` builds (and randomly draws) the model in float64, so that printed
+    figures are the same on any machine: float32 random draws differ between CPU kernel paths,
+    float64 draws do not. The explorer keeps float32.
     """
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     check.choice("norm", norm, NORM_PLACEMENTS)
     n_layers = check.positive_int("n_layers", n_layers)
     d_model = check.positive_int("d_model", d_model)
@@ -234,10 +267,11 @@ def init_profile(
     grads, scales = [], []
     for seed in seeds:
         torch.manual_seed(seed)
-        model = TransformerLM(
-            vocab_size, d_model, n_layers, n_heads, 4 * d_model, max_len=n + 1, norm=norm,
-            activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",
-        )  # fmt: skip
+        with _default_dtype(dtype):  # drawn in dtype: float64 draws are the same on every CPU path
+            model = TransformerLM(
+                vocab_size, d_model, n_layers, n_heads, 4 * d_model, max_len=n + 1, norm=norm,
+                activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",
+            )  # fmt: skip
         tokens = torch.randint(0, vocab_size, (batch, n + 1))  # [B, n+1]
         grads.append(gradient_norms(model, tokens))
         scales.append(activation_scales(model, tokens[:, :-1]))

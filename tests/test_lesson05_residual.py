@@ -1,4 +1,4 @@
-"""Lesson 5: residual connections and layer norm (claims C5.1-C5.6, checks, plots, explorer)."""
+"""Lesson 5: residual connections and layer norm (claims C5.1-C5.7, checks, plots, explorer)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,6 +12,7 @@ from helpers.checks import ExerciseFailed
 from helpers.checks import residual as checks
 from helpers.diagnostics import DeepStack, activation_scales, init_profile, silence_sublayers
 from helpers.plots.residual import MYSTERY_CURVES, plot_mystery_curves, plot_per_layer
+from helpers.warmup import WARMUP_RUNS, compare_warmup, train_with_warmup, warmup_lr
 from helpers.widgets import norm_explorer
 
 
@@ -45,7 +46,7 @@ def test_C5_1_layernorm_matches_torch_and_formula():
     torch.testing.assert_close(ln(x), _ln_formula(x, ln.weight, ln.bias))
 
 
-def test_C5_1_ba_et_al_example():
+def test_C5_1_worked_example_of_the_formula():
     out = LayerNorm(4)(torch.tensor([[1.0, 2.0, 3.0, 4.0]]))
     want = torch.tensor([[-1.341641, -0.447214, 0.447214, 1.341641]])
     torch.testing.assert_close(out, want, atol=1e-5, rtol=0)
@@ -161,6 +162,10 @@ def test_diagnostics_bad_args():
         init_profile("pre", 2, batch=0)
     with pytest.raises(ValueError, match="has no blocks"):
         activation_scales(nn.ModuleList(), torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match="init must be one of .*'kaiming'.*got 'he'"):
+        DeepStack(16, 8, 2, init="he")
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        init_profile("pre", 2, dtype=torch.float16)
 
 
 # ---------------------------------------------------------------- gradient_norms itself
@@ -196,6 +201,42 @@ def test_C5_2_gradients_vanish_without_residuals_and_stay_with_them(one_thread):
     assert spread[True] < 2.0
 
 
+def _stack_grads(init, residual, norm="none"):
+    tokens = torch.randint(0, 256, (8, 33), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.float64)  # drawn in float64, as in the lesson
+    try:
+        model = DeepStack(256, 64, 16, residual=residual, norm=norm, init=init)
+    finally:
+        torch.set_default_dtype(torch.float32)
+    return gradient_norms(model, tokens)
+
+
+def test_C5_2_kaiming_init_explodes_and_the_residual_alone_does_not_help(one_thread):
+    no_res, res = _stack_grads("kaiming", False), _stack_grads("kaiming", True)
+    pre = _stack_grads("kaiming", True, "pre")
+    default_res = _stack_grads("torch", True)
+    assert min(no_res) > 100 * max(default_res)  # around 10^3: exploding
+    assert min(res) > max(no_res)  # the identity path alone makes it worse
+    assert max(pre) / min(pre) < 3.0 and max(pre) < 0.1 * min(no_res)  # with layer norm: usable
+
+
+def test_C5_2_kaiming_stack_doubles_the_mean_square_per_block():
+    torch.manual_seed(0)
+    model = DeepStack(256, 64, 8, residual=False, init="kaiming").double()
+    for module in model.modules():
+        if isinstance(module, nn.Linear) and module is not model.head:
+            fan_in = module.weight.shape[1]
+            assert (
+                abs(float(module.weight.detach().std()) - (2 / fan_in) ** 0.5)
+                < 0.1 * (2 / fan_in) ** 0.5
+            )
+            assert float(module.bias.detach().abs().max()) == 0.0
+    scales = activation_scales(model, torch.randint(0, 256, (8, 32)))
+    growth = [(b / a) ** 2 for a, b in zip(scales, scales[1:], strict=False)]
+    assert 1.5 < float(np.median(growth)) < 2.7  # about 2 per block
+
+
 # ---------------------------------------------------------------- C5.3 per-token normalization, drift
 
 
@@ -218,8 +259,7 @@ def test_C5_3_activation_scale_drifts_without_layernorm(one_thread):
     scale, ffn_in = {}, {}
     for norm in ("none", "pre", "post"):
         torch.manual_seed(0)
-        model = TransformerLM(1000, 128, 12, 4, 512, max_len=32, norm=norm, activation="relu",
-                              init="xavier", scale_embeddings=True)  # fmt: skip
+        model = TransformerLM(1000, 128, 12, 4, 512, max_len=32, norm=norm, activation="relu")
         scale[norm] = activation_scales(model, tokens)
         ffn_in[norm] = activation_scales(model, tokens, where="sublayer_input")
         assert len(scale[norm]) == 13 and len(ffn_in[norm]) == 12
@@ -263,6 +303,20 @@ def test_C5_5_silent_sublayers_pre_norm_identity_post_norm_not():
     torch.testing.assert_close(h_post, nn.functional.layer_norm(x, (16,)), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.slow
+def test_C5_5_pre_norm_stream_keeps_h0_post_norm_washes_it_out(one_thread):
+    tokens = torch.randint(0, 1000, (8, 32), generator=torch.Generator().manual_seed(0))
+    coef = {}
+    for norm in ("pre", "post"):
+        torch.manual_seed(0)
+        model = TransformerLM(1000, 128, 12, 4, 512, max_len=32, norm=norm, activation="relu")
+        with torch.no_grad():
+            _, hidden = model.double()(tokens, return_hidden=True)
+        coef[norm] = [float((h * hidden[0]).sum() / (hidden[0] ** 2).sum()) for h in hidden]
+    assert all(0.8 < c < 1.3 for c in coef["pre"])
+    assert coef["post"][12] < 0.05 and coef["post"][1] < 0.6
+
+
 # ---------------------------------------------------------------- C5.6 Xiong et al. 2020, at init
 
 
@@ -270,18 +324,33 @@ def test_C5_5_silent_sublayers_pre_norm_identity_post_norm_not():
 def xiong():
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    out = {(n, L): init_profile(n, L).gradients for n in ("pre", "post") for L in (3, 12)}
+    out = {
+        (n, L): init_profile(n, L, dtype=torch.float64).gradients
+        for n in ("pre", "post")
+        for L in (3, 12)
+    }
     torch.set_num_threads(threads)
     return out
 
 
+@pytest.mark.slow
 def test_C5_6_post_norm_last_layers_larger_and_growing(xiong):
     pre, post = xiong["pre", 12], xiong["post", 12]
-    assert post[-1] / post[0] > 1  # post-norm grows with layer index
-    assert pre[-1] / pre[0] < 1  # pre-norm does not
+    assert post[-1] / post[0] > 1.2  # post-norm grows from layer 1 to 12 (1.32x here)
+    assert pre[0] / pre[-1] > 2  # pre-norm falls (2.4x here), unlike the paper's level curve
     assert post[-1] > pre[-1]
 
 
+def test_C5_6_float64_profile_is_drawn_in_float64_and_restores_the_default(one_thread):
+    a = init_profile("post", 2, d_model=32, seeds=(0,), batch=2, n=8, dtype=torch.float64)
+    b = init_profile("post", 2, d_model=32, seeds=(0,), batch=2, n=8, dtype=torch.float64)
+    assert a == b and torch.get_default_dtype() == torch.float32
+    c = init_profile("post", 2, d_model=32, seeds=(0,), batch=2, n=8)
+    assert torch.get_default_dtype() == torch.float32
+    assert len(c.gradients) == 2 and all(g > 0 for g in c.gradients)
+
+
+@pytest.mark.slow
 def test_C5_6_across_depth_pre_norm_last_layer_falls_post_does_not(xiong):
     assert xiong["pre", 12][-1] < 0.5 * xiong["pre", 3][-1]
     assert xiong["post", 12][-1] >= 0.9 * xiong["post", 3][-1]
@@ -328,16 +397,45 @@ def test_check_layer_norm_accepts_right_answer(capsys):
         (
             lambda x, g, b, eps=1e-5: g * (x - x.mean(-1, keepdim=True))
             / x.var(-1, keepdim=True, unbiased=False).sqrt() + b,
-            "add eps inside the square root",
+            "you left eps out",
+        ),
+        (
+            lambda x, g, b, eps=1e-5: g * (x - x.mean(-1, keepdim=True))
+            / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) + b,
+            "you added eps outside the square root",
         ),
         (lambda x, g, b, eps=1e-5: _ln_right(x, g, b) + 0.1, "largest difference"),
     ],
     ids=["none-fn", "not-implemented", "raises", "returns-none", "shape", "float64", "int",
-         "nan", "unbiased", "no-gamma-beta", "no-eps", "off-by-0.1"],
+         "nan", "unbiased", "no-gamma-beta", "no-eps", "eps-outside-sqrt", "off-by-0.1"],
 )  # fmt: skip
 def test_check_layer_norm_rejects(fn, message):
     with pytest.raises(ExerciseFailed, match=message):
         checks.check_layer_norm(fn)
+
+
+def test_check_layer_norm_eps_outside_passes_a_large_variance_input_but_is_rejected():
+    """The mistake the old check accepted: on tokens of variance ~4 it is within 1e-4."""
+    x = 3 + 2 * torch.randn(2, 3, 8)
+    outside = (x - x.mean(-1, keepdim=True)) / (
+        x.var(-1, keepdim=True, unbiased=False).sqrt() + 1e-5
+    )
+    torch.testing.assert_close(outside, _ln_right(x, 1.0, 0.0), atol=1e-4, rtol=1e-4)
+
+    def eps_outside(x, g, b, eps=1e-5):
+        mean = x.mean(-1, keepdim=True)
+        return g * (x - mean) / (((x - mean) ** 2).mean(-1, keepdim=True).sqrt() + eps) + b
+
+    with pytest.raises(ExerciseFailed, match=r"outside the square root, sqrt\(var\) \+ eps") as e:
+        checks.check_layer_norm(eps_outside)
+    assert "\n" not in str(e.value)
+
+
+def test_check_layer_norm_verdict_says_worked_example_not_ba(capsys):
+    checks.check_layer_norm(_ln_right)
+    out = capsys.readouterr().out
+    assert "worked example of the formula" in out and "Ba et al" not in out
+    assert "[-1.3416, -0.4472, 0.4472, 1.3416]" in out
 
 
 def test_check_layer_norm_batch_axis_mistake_is_named():
@@ -350,9 +448,22 @@ def test_check_layer_norm_batch_axis_mistake_is_named():
         checks.check_layer_norm(batch_norm_like)
 
 
-def test_check_pre_norm_accepts_right_answer(capsys):
-    checks.check_pre_norm_residual(lambda x, sub, norm: x + sub(norm(x)))
+def test_check_fixed_pre_norm_accepts_right_answer(capsys):
+    checks.check_fixed_pre_norm(lambda x, sub, norm: x + sub(norm(x)))
     assert "✓" in capsys.readouterr().out
+
+
+def test_check_fixed_pre_norm_names_the_unfixed_tutorial_block():
+    """Exercise 2 (find the bug): the given block's own output, `x = norm(x); x + sub(x)`."""
+
+    def unfixed(x, sublayer, norm):
+        x = norm(x)
+        return x + sublayer(x)
+
+    with pytest.raises(
+        ExerciseFailed, match=r"still the given block's output: `x = self.norm\(x\)`"
+    ):
+        checks.check_fixed_pre_norm(unfixed)
 
 
 @pytest.mark.parametrize(
@@ -369,7 +480,7 @@ def test_check_pre_norm_accepts_right_answer(capsys):
         (lambda x, s, n: s(n(x)), "residual is missing"),
         (lambda x, s, n: x + n(s(x)), "normalized the sublayer's output"),
         (lambda x, s, n: x + s(x), "layer norm is missing"),
-        (lambda x, s, n: n(x) + s(n(x)), "added the normalized x"),
+        (lambda x, s, n: n(x) + s(n(x)), "adds the normalized x"),
         (lambda x, s, n: x + s(nn.functional.layer_norm(x, (8,))), "call the `norm` you are given"),
         (lambda x, s, n: x + s(n(x)) + 1, "largest difference"),
     ],
@@ -377,9 +488,9 @@ def test_check_pre_norm_accepts_right_answer(capsys):
          "post-norm", "no-residual", "norm-after", "no-norm", "normalized-x", "own-norm",
          "off-by-1"],
 )  # fmt: skip
-def test_check_pre_norm_rejects(fn, message):
+def test_check_fixed_pre_norm_rejects(fn, message):
     with pytest.raises(ExerciseFailed, match=message):
-        checks.check_pre_norm_residual(fn)
+        checks.check_fixed_pre_norm(fn)
 
 
 def test_check_post_norm_curve_accepts_right_answer(capsys):
@@ -398,7 +509,10 @@ def test_check_post_norm_curve_accepts_right_answer(capsys):
         (lambda: None, "returned None"),
         (lambda: 1, "as a string, got a int"),
         (lambda: "C", 'return "A" or "B", got \'C\''),
-        (lambda: next(k for k, v in MYSTERY_CURVES.items() if v == "pre"), "is the pre-norm model"),
+        (
+            lambda: next(k for k, v in MYSTERY_CURVES.items() if v == "pre"),
+            "is the pre-norm model: its gradient falls steeply",
+        ),
     ],
     ids=["none-fn", "not-implemented", "raises", "returns-none", "not-a-string", "unknown",
          "picked-pre-norm"],
@@ -406,6 +520,74 @@ def test_check_post_norm_curve_accepts_right_answer(capsys):
 def test_check_post_norm_curve_rejects(fn, message):
     with pytest.raises(ExerciseFailed, match=message):
         checks.check_post_norm_curve(fn)
+
+
+@pytest.mark.slow
+def test_check_post_norm_curve_verdict_matches_the_6_block_profiles(one_thread):
+    """The verdicts say: pre-norm's falls steeply and ends lower, post-norm's ends higher."""
+    pre = init_profile("pre", 6, dtype=torch.float64).gradients
+    post = init_profile("post", 6, dtype=torch.float64).gradients
+    assert pre[-1] < pre[0] and pre[-1] < post[-1] and pre[-1] / pre[0] < 0.75 * post[-1] / post[0]
+
+
+# ---------------------------------------------------------------- C5.7 warm-up
+
+
+def test_C5_7_warmup_lr_is_a_linear_ramp_then_constant():
+    assert warmup_lr(0, 1.0, 4) == 0.25 and warmup_lr(1, 1.0, 4) == 0.5
+    assert warmup_lr(3, 1.0, 4) == 1.0 and warmup_lr(100, 1.0, 4) == 1.0
+    assert warmup_lr(0, 3e-3, 0) == 3e-3  # no warm-up
+
+
+def test_C5_7_warmup_bad_arguments():
+    with pytest.raises(ValueError, match="step must be a whole number >= 0"):
+        warmup_lr(-1, 1.0, 4)
+    with pytest.raises(ValueError, match="lr must be a finite number > 0"):
+        warmup_lr(0, 0.0, 4)
+    with pytest.raises(TypeError, match="warmup_steps must be a whole number"):
+        warmup_lr(0, 1.0, 2.5)
+    ids = torch.arange(200) % 7
+    model = TransformerLM(7, 8, 1, 2, max_len=8)
+    with pytest.raises(ValueError, match="warmup_steps must be at most steps"):
+        train_with_warmup(model, ids, ids, steps=5, warmup_steps=6)
+    with pytest.raises(TypeError, match="model must be a TransformerLM"):
+        train_with_warmup(nn.Linear(2, 2), ids, ids)
+    with pytest.raises(ValueError, match="dtype must be torch.float32 or torch.float64"):
+        train_with_warmup(model, ids, ids, steps=2, warmup_steps=1, dtype=torch.float16)
+
+
+def test_C5_7_train_with_warmup_uses_the_schedule_and_is_reproducible(monkeypatch):
+    ids = torch.arange(300) % 7
+    seen = []
+    real_step = torch.optim.AdamW.step
+
+    def spy(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", spy)
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = TransformerLM(7, 8, 1, 2, max_len=8)
+        runs.append(train_with_warmup(model, ids, ids, steps=6, warmup_steps=3, lr=1e-2,
+                                      block_size=8, batch_size=2))  # fmt: skip
+    assert seen[:6] == pytest.approx([1e-2 / 3, 2e-2 / 3, 1e-2, 1e-2, 1e-2, 1e-2])
+    assert runs[0].train_losses == runs[1].train_losses and len(runs[0].train_losses) == 6
+    assert next(model.parameters()).dtype == torch.float64  # float64 by default
+
+
+@pytest.mark.slow
+def test_C5_7_post_norm_did_not_need_warm_up_here():
+    """What the lesson's small run shows (one seed): warm-up did not help post-norm; pre-norm best."""
+    runs = compare_warmup()
+    assert list(runs) == list(WARMUP_RUNS)
+    val = {name: r.val_loss for name, r in runs.items()}
+    assert all(r.val_loss < r.initial_val_loss - 1.0 for r in runs.values())
+    assert val["post-norm, no warm-up"] < val["post-norm, warm-up"]
+    assert val["pre-norm, no warm-up"] < min(
+        val["post-norm, no warm-up"], val["post-norm, warm-up"]
+    )
 
 
 # ---------------------------------------------------------------- plots
