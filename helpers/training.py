@@ -33,7 +33,10 @@ __all__ = [
     "evaluate",
     "TrainResult",
     "train_lm",
+    "default_dtype",
+    "train_char_model",
     "compare_tying",
+    "ngram_loss",
 ]
 
 #: Texts shipped in ``helpers/data`` (see the README there for their source).
@@ -160,12 +163,24 @@ def evaluate(
 
 @dataclass
 class TrainResult:
-    """What :func:`train_lm` measured: the loss of every step, validation loss before and after."""
+    """What :func:`train_lm` measured: the loss of every step, validation loss before and after,
+    and the validation curve: ``val_losses[k]`` measured after ``val_steps[k]`` steps (0 and the
+    last step always; every ``eval_every`` steps in between if asked)."""
 
     train_losses: list[float] = field(default_factory=list)
     initial_val_loss: float = math.nan
     val_loss: float = math.nan
     n_parameters: int = 0
+    val_steps: list[int] = field(default_factory=list)
+    val_losses: list[float] = field(default_factory=list)
+
+    def val_loss_at(self, step: int) -> float:
+        """The validation loss measured after ``step`` steps (one of ``val_steps``)."""
+        if step not in self.val_steps:
+            raise ValueError(
+                f"step must be one of the measured steps {self.val_steps}, got {step!r}"
+            )
+        return self.val_losses[self.val_steps.index(step)]
 
 
 def train_lm(
@@ -178,6 +193,7 @@ def train_lm(
     lr: float = 3e-3,
     seed: int = 0,
     dtype: torch.dtype | None = None,
+    eval_every: int | None = None,
 ) -> TrainResult:
     """Lesson 8 (C8.5). ``steps`` AdamW steps on random windows of ``train_ids``; batches drawn
     from ``torch.Generator().manual_seed(seed)``. Returns a :class:`TrainResult`.
@@ -188,6 +204,12 @@ def train_lm(
     digits); and for a model this small more threads only add overhead. ``dtype=torch.float64``
     converts the model first, so that the losses it reports are the same on every machine to
     far below the digits a lesson prints (CONTRIBUTING.md, "Numbers in stored outputs").
+    A model converted here was initialized in float32, and float32 random draws differ between
+    CPU kernel paths (measured: the initial weights of one seed differ between torch's AVX2 and
+    portable kernels; float64 draws do not); build it under :func:`default_dtype` (as
+    :func:`train_char_model` does) for a run that is float64 from its first weight.
+    ``eval_every`` (steps) also measures the validation loss during training (the curve in
+    :class:`TrainResult`); evaluation draws no random numbers, so the run itself is unchanged.
     """
     if not isinstance(model, TransformerLM):
         raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
@@ -198,12 +220,16 @@ def train_lm(
     batch_size = check.positive_int("batch_size", batch_size)
     block_size = check.positive_int("block_size", block_size)
     seed = check.positive_int("seed", seed, minimum=0)
+    if eval_every is not None:
+        eval_every = check.positive_int("eval_every", eval_every)
     if dtype is not None:
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
         model.to(dtype)
     with _one_thread():
-        return _train(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed)
+        return _train(
+            model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, eval_every
+        )
 
 
 @contextmanager
@@ -216,13 +242,17 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
-def _train(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed) -> TrainResult:
+def _train(
+    model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, eval_every=None
+) -> TrainResult:
     generator = torch.Generator().manual_seed(seed)
     result = TrainResult(n_parameters=count_parameters(model))
     result.initial_val_loss = evaluate(model, val_ids, block_size)
+    result.val_steps.append(0)
+    result.val_losses.append(result.initial_val_loss)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         tokens = get_batch(train_ids, batch_size, block_size, generator)  # [B, block+1]
         loss = model.loss(tokens)
         optimizer.zero_grad(set_to_none=True)
@@ -230,8 +260,91 @@ def _train(model, train_ids, val_ids, steps, batch_size, block_size, lr, seed) -
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         result.train_losses.append(loss.item())
+        if eval_every and step % eval_every == 0 and step < steps:
+            result.val_steps.append(step)
+            result.val_losses.append(evaluate(model, val_ids, block_size))
     result.val_loss = evaluate(model, val_ids, block_size)
+    result.val_steps.append(steps)
+    result.val_losses.append(result.val_loss)
     return result
+
+
+@contextmanager
+def default_dtype(dtype: torch.dtype):
+    """Lesson 8. Inside the ``with`` block, new parameters are created (and randomly drawn) in
+    ``dtype`` (torch.float32 or torch.float64); the previous default is restored afterwards.
+
+    ``with default_dtype(torch.float64): model = TransformerLM(...)`` gives a model whose
+    initial weights are float64 draws, the same bits on every CPU kernel path.
+    """
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+#: What :func:`train_char_model` passes on to :class:`TransformerLM` besides the sizes.
+MODEL_OPTIONS = ("positional", "norm", "activation", "tie_weights", "init", "scale_embeddings")
+
+
+def train_char_model(
+    text: str | None = None,
+    d_model: int = 48,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    steps: int = 250,
+    batch_size: int = 16,
+    block_size: int = 32,
+    lr: float = 5e-3,
+    seed: int = 0,
+    dtype: torch.dtype | None = None,
+    eval_every: int | None = None,
+    **model_options,
+) -> TrainResult:
+    """Lesson 8 (C8.5, C8.6). Build a character-level :class:`TransformerLM` for ``text``
+    (default: the shipped text, last 10% held out) after ``torch.manual_seed(seed)``, in
+    ``dtype`` if given (:func:`default_dtype`: float64 from the first random draw), and train it
+    with :func:`train_lm`. ``model_options`` go to the model: ``positional``, ``norm``,
+    ``activation``, ``tie_weights``, ``init``, ``scale_embeddings`` (their defaults are the
+    model's, see :func:`helpers.model.coherent_defaults`). Returns the :class:`TrainResult`.
+    """
+    unknown = sorted(set(model_options) - set(MODEL_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"train_char_model got unknown model options {unknown}; allowed: "
+            f"{', '.join(MODEL_OPTIONS)}"
+        )
+    if dtype is not None and dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    if text is not None and not isinstance(text, str):
+        raise TypeError(
+            f"text must be a str (or None for the shipped text), got {type(text).__name__}"
+        )
+    text = load_text() if text is None else text
+    tokenizer = CharTokenizer(text)
+    train_ids, val_ids = split_ids(tokenizer.encode(text))
+    seed = check.positive_int("seed", seed, minimum=0)
+    torch.manual_seed(seed)
+    with default_dtype(torch.get_default_dtype() if dtype is None else dtype):
+        model = TransformerLM(
+            tokenizer.vocab_size, d_model, n_layers, n_heads, max_len=block_size, **model_options
+        )
+    return train_lm(
+        model,
+        train_ids,
+        val_ids,
+        steps,
+        batch_size,
+        block_size,
+        lr,
+        seed,
+        dtype=dtype,
+        eval_every=eval_every,
+    )
 
 
 def compare_tying(
@@ -245,27 +358,61 @@ def compare_tying(
     lr: float = 5e-3,
     seed: int = 0,
     dtype: torch.dtype | None = None,
+    eval_every: int | None = None,
 ) -> dict[str, TrainResult]:
-    """Lesson 8 (C8.5). Train a tied and an untied :class:`TransformerLM` at the same settings
-    (same seed for the weights and the batches) on ``text`` (default: the shipped text,
-    character-level, last 10% held out). Returns ``{"tied": ..., "untied": ...}``.
+    """Lesson 8 (C8.5). Train a tied and an untied :class:`TransformerLM` (learned positions) at
+    the same settings (same seed for the weights and the batches) on ``text`` (default: the
+    shipped text, character-level, last 10% held out), with :func:`train_char_model`; with
+    ``dtype=torch.float64`` the models are float64 from their first weight; ``eval_every``
+    records each run's validation curve.
+    Returns ``{"tied": ..., "untied": ...}``.
     """
-    text = load_text() if text is None else text
-    tokenizer = CharTokenizer(text)
-    train_ids, val_ids = split_ids(tokenizer.encode(text))
-    results = {}
-    for name, tie in (("tied", True), ("untied", False)):
-        torch.manual_seed(seed)
-        model = TransformerLM(
-            tokenizer.vocab_size,
+    return {
+        name: train_char_model(
+            text,
             d_model,
             n_layers,
             n_heads,
-            max_len=block_size,
+            steps,
+            batch_size,
+            block_size,
+            lr,
+            seed,
+            dtype,
+            eval_every,
             positional="learned",
             tie_weights=tie,
         )
-        results[name] = train_lm(
-            model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, dtype=dtype
-        )
-    return results
+        for name, tie in (("tied", True), ("untied", False))
+    }
+
+
+def ngram_loss(
+    train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int, order: int = 1
+) -> float:
+    """Lesson 8 (C8.6). The validation loss (nats per token) of a counting model, a baseline
+    that a trained language model should beat, computed in float64.
+
+    ``order=1`` (unigram): p(x) = (count(x) + 1) / (N + V), the character frequencies of
+    ``train_ids``, ignoring the context. ``order=2`` (bigram): p(y | x) = (count(x y) + 1) /
+    (count(x) + V), the previous character only. Add-one smoothing, so unseen events keep a
+    finite loss. Returns -mean log p over ``val_ids`` (for order 2, over its consecutive pairs).
+    """
+    check.tensor("train_ids", train_ids, ndim=1, layout="[n_tokens]")
+    check.tensor("val_ids", val_ids, ndim=1, layout="[n_tokens]")
+    vocab_size = check.positive_int("vocab_size", vocab_size)
+    if isinstance(order, bool) or order not in (1, 2):
+        raise ValueError(f"order must be 1 (unigram) or 2 (bigram), got {order!r}")
+    for name, ids in (("train_ids", train_ids), ("val_ids", val_ids)):
+        check.token_ids(name, ids[None], vocab_size)
+        if len(ids) < order:
+            raise ValueError(f"{name} needs at least {order} ids for order={order}")
+    if order == 1:
+        counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0  # [V]
+        log_p = (counts / counts.sum()).log()  # [V]
+        return float(-log_p[val_ids].mean())
+    pairs = train_ids[:-1] * vocab_size + train_ids[1:]  # [N-1]: pair (x, y) as one index
+    counts = torch.bincount(pairs, minlength=vocab_size * vocab_size).double()
+    counts = counts.reshape(vocab_size, vocab_size) + 1.0  # [V, V]: count(x y) + 1
+    log_p = (counts / counts.sum(dim=1, keepdim=True)).log()  # [V, V]: log p(y | x)
+    return float(-log_p[val_ids[:-1], val_ids[1:]].mean())
