@@ -83,6 +83,8 @@ def protected_names(instructor_nb) -> set[str]:
                 names.update((a.asname or a.name).split(".")[0] for a in node.names)
             elif isinstance(node, ast.FunctionDef | ast.ClassDef) and node in tree.body:
                 names.add(node.name)
+            elif isinstance(node, ast.Assign) and node in tree.body:
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
     return names - {"*"}
 
 
@@ -134,8 +136,13 @@ def _scan(source: str, protected: set[str]) -> list[tuple[int, str]]:
             target = getattr(node, "target", None)
             if target is not None:
                 binds(target, line)
-        elif isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in protected:
-            found.append((line, f"redefines {node.name!r}, a name the lesson's locked cells use"))
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
+            if node.name in protected:
+                found.append(
+                    (line, f"redefines {node.name!r}, a name the lesson's locked cells use")
+                )
+            if SUSPICIOUS_NAMES.get(node.name):
+                found.append((line, f"defines {node.name}: {SUSPICIOUS_NAMES[node.name]}"))
         elif isinstance(node, ast.Import | ast.ImportFrom):
             module = getattr(node, "module", None) or ""
             for alias in node.names:

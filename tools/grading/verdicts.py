@@ -53,6 +53,8 @@ def _kind(x) -> str:
 def same(got, want, spec: Spec, where: str = "the answer") -> str | None:
     """None when ``got`` matches ``want`` (plain data), else what differs (never ``want``)."""
     kind = _kind(want)
+    if _kind(got) == "unsupported":
+        return f"{where} is of a type the grader does not accept ({got['unsupported']})"
     if _kind(got) != kind:
         return f"{where} is a {_kind(got)}, not a {kind}"
     if kind == "tensor":

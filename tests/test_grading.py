@@ -1,0 +1,308 @@
+"""Grades that a one-line cheat cannot earn (tools/grading, helpers.grading, coursework.py).
+
+Unit tests of the pieces (fast), then one nbgrader course built from a small notebook with the
+shape of a lesson exercise, autograded with the documented commands: the instructor's solution
+and a correct answer that warns get full marks, a wrong answer loses its points, and each kind of
+cheat scores 0 on what it targets, cannot reach the gradebook, the instructor's source or another
+student's work, leaves no process behind, and appears on the review list. The cheats on the real
+lessons are in tests/test_coursework.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+import coursework as cw  # noqa: E402
+from grading import review as rv  # noqa: E402
+from grading.spec import Spec  # noqa: E402
+from grading.verdicts import judge, same  # noqa: E402
+
+from helpers.course import Lesson  # noqa: E402
+from helpers.grading import plain, record  # noqa: E402
+
+needs_bwrap = pytest.mark.skipif(
+    shutil.which("bwrap") is None,
+    reason="bubblewrap (bwrap) is not installed: `apt-get install bubblewrap` (.ci/run does)",
+)
+
+
+# ---- plain data and verdicts, in this process ------------------------------------------------
+class Liar(torch.Tensor):
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func in (torch.allclose, torch.equal):
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_plain_accepts_exact_types_only():
+    assert plain(torch.tensor([1.5, 2.0]))["tensor"]["data"] == [1.5, 2.0]
+    assert plain(torch.zeros(2).as_subclass(Liar)) == {"unsupported": "Liar"}
+    assert plain(True) is True and plain(3) == 3 and plain("a") == "a"
+
+    class MyFloat(float):
+        def __eq__(self, other):
+            return True
+
+    assert plain(MyFloat(1.0)) == {"unsupported": "MyFloat"}
+    assert plain([1, (2.5, None)]) == [1, [2.5, None]]
+
+
+def _entries(values, **extra):
+    return {
+        i: [{"exercise": "x", "case": i, "value": plain(v), "calls": [], **extra}]
+        for i, v in enumerate(values)
+    }
+
+
+def test_judge_right_wrong_missing_repeated_forbidden():
+    ref = _entries([torch.tensor([1.0, 2.0]), 3])
+    assert judge("x", ref, _entries([torch.tensor([1.0, 2.0 + 1e-7]), 3])).correct
+    wrong = judge("x", ref, _entries([torch.tensor([1.0, 2.1]), 3]))
+    assert not wrong.correct and "hidden case 1" in wrong.message and "2.0" not in wrong.message
+    assert "no answer" in judge("x", ref, {0: ref[0]}).message
+    twice = {0: ref[0] * 2, 1: ref[1]}
+    assert "recorded 2 times" in judge("x", ref, twice).message
+    liar = _entries([torch.zeros(2).as_subclass(Liar), 3])
+    assert "does not accept" in judge("x", ref, liar).message
+
+
+def test_same_reports_without_showing_the_expected_value():
+    problem = same(plain(torch.tensor([229.0])), plain(torch.tensor([229.446])), Spec())
+    assert problem and "229.446" not in problem
+
+
+def test_forbidden_function_is_seen_in_the_calls(monkeypatch, tmp_path):
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    record("y", lambda x: torch.nn.functional.layer_norm(x, (4,)), torch.randn(2, 4))
+    (entry,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert "layer_norm" in entry["calls"]
+
+
+def test_review_lists_each_kind_of_reach():
+    instructor = nbformat.v4.new_notebook()
+    instructor.cells = [nbformat.v4.new_code_cell("from helpers.checks import audit as checks")]
+    cheats = {
+        "checks = object()": "rebinds 'checks'",
+        "get_ipython().input_transformers_post.append(f)": "get_ipython",
+        "import sys\nsys._getframe(1).f_locals": "stack frames",
+        "class T(torch.Tensor):\n    def __torch_function__(cls): pass": "override machinery",
+        "torch.allclose = lambda *a, **k: True": "patching a library",
+        "import subprocess": "processes",
+        "import sqlite3": "a database",
+        "from helpers.checks.feedforward import _x": "the course's checks",
+    }
+    for source, reason in cheats.items():
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
+        nb.cells = [cell]
+        found = rv.review(nb, instructor)
+        assert any(reason in f.reason for f in found), (source, found)
+    clean = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("def f(x):\n    return 2 * x")
+    cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
+    clean.cells = [cell]
+    assert rv.review(clean, instructor) == []
+
+
+# ---- a course built from a small notebook, autograded with the documented commands ------------
+LESSON = Lesson(99, "synthetic exercise", "synthetic.ipynb", (), None, "synthetic")
+SOLUTION = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
+CHECK = (
+    "assert torch.allclose(double(torch.ones(2)), 2 * torch.ones(2)), 'double(ones) is not 2'\n"
+    "print('✓ passed')\n"
+    "### BEGIN HIDDEN TESTS\n"
+    "record('s_ex1', double, torch.tensor([1.5, -2.0, 0.25]))\n"
+    "record('s_ex1', double, torch.tensor([[3.0], [7.0]]))\n"
+    "### END HIDDEN TESTS"
+)
+MARK = "cw-cheat-daemon"
+
+CHEATS = {
+    # every check_* name prints "passed"
+    "rebind_checks": "class _Ok:\n    def __getattr__(self, name):\n        return lambda *a, **k: print('✓ passed')\n"
+    "checks = _Ok()\nassert_ = None\ndef double(x):\n    raise NotImplementedError()",
+    # the comparison functions patched to say yes
+    "patch_allclose": "import math\ntorch.allclose = lambda *a, **k: True\ntorch.equal = lambda *a, **k: True\n"
+    "math.isclose = lambda *a, **k: True\ndef double(x):\n    return x",
+    # a tensor subclass that answers True to allclose
+    "tensor_subclass": "class Liar(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, func, types, args=(), kwargs=None):\n"
+    "        if func in (torch.allclose, torch.equal):\n            return True\n"
+    "        return super().__torch_function__(func, types, args, kwargs or {})\n"
+    "def double(x):\n    return torch.zeros_like(x).as_subclass(Liar)",
+    # an input transformer that rewrites every later cell: no hidden record runs
+    "input_transformer": "def _skip(lines):\n    return [l for l in lines if 'record(' not in l and 'assert' not in l]\n"
+    "get_ipython().input_transformers_post.append(_skip)\ndef double(x):\n    return x",
+    # the caller's frame: what does the hidden test hold?
+    "frame_reading": "import sys\ndef double(x):\n    frame = sys._getframe(1)\n"
+    "    return next((v for v in frame.f_locals.values() if isinstance(v, torch.Tensor) and v is not x), x)",
+    # records forged before the hidden test runs (the file is the only writable place)
+    "forged_records": "import json, os\nlog = os.environ.get('HELPERS_GRADING_LOG', 'none')\n"
+    "if log != 'none':\n    with open(log, 'a') as f:\n"
+    "        for case in range(2):\n            f.write(json.dumps({'exercise': 's_ex1', 'case': case, 'value': 1.0, 'calls': []}) + '\\n')\n"
+    "def double(x):\n    return x",
+    # a detached process that waits for grading to end, then rewrites the gradebook
+    "detached_process": "import subprocess, sys\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(40); "
+    f'open("GRADEBOOK", "w").write("x")\', \'{MARK}\'], start_new_session=True)\n'
+    "def double(x):\n    return x",
+    # reading the instructor's source and another student's submission
+    # the instructor's solution, read from the course folder, or another student's
+    "read_instructor": "import json\ndef double(x):\n    return x\ntry:\n"
+    "    nb = json.load(open('COURSE/source/lesson99/synthetic.ipynb'))\n"
+    "    exec(next(''.join(c['source']) for c in nb['cells'] if 'BEGIN SOLUTION' in ''.join(c['source'])))\n"
+    "    print('read the source')\nexcept OSError as e:\n    print('blocked:', type(e).__name__)",
+    "read_other_student": "import json\ndef double(x):\n    return x\ntry:\n"
+    "    nb = json.load(open('COURSE/submitted/instructor/lesson99/synthetic.ipynb'))\n"
+    "    exec(next(''.join(c['source']) for c in nb['cells'] if 'BEGIN SOLUTION' in ''.join(c['source'])))\n"
+    "    print('read a submission')\nexcept OSError as e:\n    print('blocked:', type(e).__name__)",
+}
+
+
+def _submission(release_nb, cheat: str | None = None, answer: str | None = None):
+    nb = nbformat.reads(nbformat.writes(release_nb), as_version=4)
+    for cell in nb.cells:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            cell.source = answer if answer is not None else CHEATS[cheat]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    if shutil.which("bwrap") is None:
+        pytest.skip(
+            "bubblewrap (bwrap) is not installed: `apt-get install bubblewrap` (.ci/run does)"
+        )
+    base = tmp_path_factory.mktemp("grading")
+    notebooks, course = base / "notebooks", base / "course"
+    notebooks.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+
+    def cell(src, **meta):
+        c = nbformat.v4.new_code_cell(src)
+        if meta:
+            c.metadata.nbgrader = {"schema_version": 3, **meta}
+        return c
+
+    nb.cells = [
+        cell("import torch\nfrom helpers.grading import record\nchecks = None"),
+        cell(SOLUTION, solution=True, grade=False, locked=False, grade_id="s_ex1"),
+        cell(CHECK, solution=False, grade=True, locked=True, points=2, grade_id="s_ex1_check"),
+    ]
+    nbformat.write(nb, notebooks / LESSON.notebook)
+    cw.release([LESSON], course, notebooks=notebooks)
+    release_nb = nbformat.read(cw.student_notebook(LESSON, course), as_version=4)
+    gradebook = course / "gradebook.db"
+    subs = {
+        "instructor": nbformat.read(notebooks / LESSON.notebook, as_version=4),
+        "wrong": _submission(release_nb, answer="def double(x):\n    return 2.02 * x"),
+        "warns": _submission(
+            release_nb,
+            answer="import warnings\ndef double(x):\n    warnings.warn('a harmless warning')\n    return x + x",
+        ),
+        "blank": release_nb,
+    }
+    for name in CHEATS:
+        sub = _submission(release_nb, name)
+        for c in sub.cells:
+            c.source = c.source.replace("GRADEBOOK", str(gradebook)).replace("COURSE", str(course))
+        subs[name] = sub
+    downloads = base / "downloads"
+    downloads.mkdir()
+    for name, sub in subs.items():
+        nbformat.write(sub, downloads / f"{name}.ipynb")
+    malformed = json.loads(nbformat.writes(subs["instructor"]))
+    malformed["cells"][2]["metadata"]["nbgrader"]["grade_id"] = "renamed"
+    (downloads / "malformed.ipynb").write_text(json.dumps(malformed), encoding="utf-8")
+
+    def run(*args):  # the documented command line, in this process (lesson99 is not in the course)
+        out, err = io.StringIO(), io.StringIO()
+        known = cw._lesson
+        cw._lesson = lambda arg: LESSON if arg == "lesson99" else known(arg)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = cw.main(["--course-dir", str(course), *args])
+        finally:
+            cw._lesson = known
+        return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+    start = time.perf_counter()
+    assert run("collect", "lesson99", str(downloads)).returncode == 0
+    before = gradebook.stat().st_mtime
+    graded = run("autograde", "lesson99")
+    seconds = time.perf_counter() - start
+    return {"course": course, "out": graded, "seconds": seconds, "gradebook_before": before}
+
+
+def _score_lines(out: str) -> dict[str, str]:
+    return {line.split(":")[0]: line for line in out.splitlines() if "/2" in line}
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_honest_answers(synthetic):
+    lines = _score_lines(synthetic["out"].stdout)
+    assert "2/2" in lines["instructor"], synthetic["out"].stdout
+    assert "2/2" in lines["warns"], "a correct answer that warns keeps its points"
+    assert "0/2" in lines["wrong"] and "0/2" in lines["blank"]
+
+
+@needs_bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("cheat", sorted(CHEATS))
+def test_grading_each_cheat_scores_zero(synthetic, cheat):
+    lines = _score_lines(synthetic["out"].stdout)
+    assert "0/2" in lines[cheat], synthetic["out"].stdout + synthetic["out"].stderr
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_cheats_are_on_the_review_list(synthetic):
+    out = synthetic["out"].stdout
+    review = out[out.index("review") :]
+    for cheat in ("rebind_checks", "patch_allclose", "tensor_subclass", "input_transformer",
+                  "frame_reading", "forged_records", "detached_process"):  # fmt: skip
+        assert f"  {cheat}  " in review, (cheat, review)
+    assert "  instructor  " not in review and "  wrong  " not in review
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_one_malformed_submission_is_named_and_the_others_graded(synthetic):
+    assert "malformed: NOT GRADED" in synthetic["out"].stderr
+    assert "2/2" in _score_lines(synthetic["out"].stdout)["instructor"]
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_confinement_holds(synthetic):
+    course = synthetic["course"]
+    # the detached process was killed with the kernel's PID namespace
+    time.sleep(1)
+    leftover = subprocess.run(["pgrep", "-f", MARK], capture_output=True, text=True)
+    assert leftover.stdout.strip() == "", "a process the notebook started outlived its grading"
+    # the student could see neither the instructor's source nor another submission
+    for cheat in ("read_instructor", "read_other_student"):
+        graded = nbformat.read(
+            course / "autograded" / cheat / "lesson99" / LESSON.notebook, as_version=4
+        )
+        text = "".join(o.get("text", "") for c in graded.cells for o in c.get("outputs", []))
+        assert "blocked: FileNotFoundError" in text, text
+    assert (course / "gradebook.db").read_bytes()[:15] == b"SQLite format 3"
