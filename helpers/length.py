@@ -25,22 +25,17 @@ from torch import nn
 
 from . import _validate as check
 from .model import POSITIONAL_KINDS, TransformerLM
-from .training import CharTokenizer, TrainResult, evaluate, load_text, split_ids, train_lm
+from .training import (
+    CharTokenizer,
+    TrainResult,
+    default_dtype,
+    evaluate,
+    load_text,
+    split_ids,
+    train_lm,
+)
 
 __all__ = ["LengthRun", "train_at_length", "loss_by_position"]
-
-
-@contextmanager
-def _drawn_in(dtype: torch.dtype):
-    """New parameters are created, and randomly drawn, in ``dtype``: float64 draws are the same
-    bits on every CPU kernel path, float32 draws are not (measured: torch's AVX2 and portable
-    kernels give different ``randn`` values for one seed)."""
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(before)
 
 
 @contextmanager
@@ -133,7 +128,7 @@ def train_at_length(
             f"window of train_len={train_len} (+1)"
         )
     torch.manual_seed(seed)
-    with _drawn_in(dtype):  # float64 from the first weight, not float32 weights converted
+    with default_dtype(dtype):  # float64 from the first weight (float32 draws differ between CPUs)
         model = TransformerLM(
             tokenizer.vocab_size,
             d_model,
