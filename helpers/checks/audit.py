@@ -19,6 +19,8 @@ from ..checklist import (
     audit,
 )
 from ..checklist.probe import first_tensor as _first_tensor
+from ..model import TransformerLM
+from ..params import count_parameters
 from ._core import as_tensor, call_described, fail, passed
 
 __all__ = [
@@ -26,8 +28,11 @@ __all__ = [
     "PositionAfterFirstBlockLM",
     "ReusedBlockLM",
     "CopiedOutputLM",
+    "MatrixHead",
+    "TransposedHeadLM",
     "check_reused_blocks",
     "check_copied_output",
+    "check_tie_transposed",
     "check_position_before_first_block",
 ]
 
@@ -46,7 +51,9 @@ def _probe() -> torch.Tensor:
     )
 
 
-def _verify(exercise: str, model, focus: str, what: str = "your function") -> None:
+def _verify(
+    exercise: str, model, focus: str, what: str = "your function", tied: bool = False
+) -> None:
     """The repaired ``model`` runs, gives [2, 8, vocab] float32 logits, and passes the audit."""
     if model is None:
         fail(exercise, f"{what} returned None: return the repaired model.")
@@ -79,6 +86,12 @@ def _verify(exercise: str, model, focus: str, what: str = "your function") -> No
     as_tensor(exercise, logits.detach(), name="the repaired model's logits")
     report = audit(model)
     result = report[focus]
+    if tied and result.status == "passed" and not result.finding.startswith("tied"):
+        fail(
+            exercise,
+            f"the model is still untied ({result.finding}): the output projection must use the "
+            "embedding matrix itself.",
+        )
     if result.status != "passed":
         verb = "still fails" if result.status == "failed" else "could not be decided"
         fail(exercise, f"{focus} {verb}: " + "; ".join(result.evidence))
@@ -98,20 +111,89 @@ def _fresh(cls):
     return cls(**SETTINGS)
 
 
+class MatrixHead(nn.Module):
+    """Lesson 9, exercise 2: an output projection stored the way the formula writes it,
+    ``logits = h @ W`` with ``W`` of shape [d_model, vocab_size] (nn.Linear stores [out, in])."""
+
+    def __init__(self, d_model: int, vocab_size: int):
+        super().__init__()
+        self.W = nn.Parameter(torch.randn(d_model, vocab_size) * d_model**-0.5)  # [d, V]
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h @ self.W  # [B, n, d] @ [d, V] -> [B, n, V]
+
+
+class TransposedHeadLM(TransformerLM):
+    """Lesson 9, exercise 2: an untied model whose output projection is a :class:`MatrixHead`
+    (its own [d_model, vocab_size] matrix), not an ``nn.Linear``."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["tie_weights"] = False
+        super().__init__(*args, **kwargs)
+        self.lm_head = MatrixHead(self.config.d_model, self.config.vocab_size)
+
+
+def _same_model(exercise: str, given, returned, what: str) -> None:
+    """A repair returns the model it was given (its embedding is still the same tensor)."""
+    if returned is given:
+        return
+    emb = getattr(returned, "token_embedding", None)
+    if not (isinstance(emb, nn.Module) and emb.weight is given.token_embedding.weight):
+        fail(
+            exercise,
+            f"{what} returned a different model: repair the one you were given (its "
+            "token_embedding must stay), do not build a new one.",
+        )
+
+
 def check_reused_blocks(fix_reused_blocks) -> None:
     """Lesson 9, exercise 1 (K4). ``fix_reused_blocks(model)`` returns the model of
     :class:`ReusedBlockLM` repaired: an independent block (its own parameters) at every depth."""
     ex = "Exercise 1 (K4)"
-    model = _call(ex, fix_reused_blocks, (_fresh(ReusedBlockLM),), "fix_reused_blocks", "model")
+    given = _fresh(ReusedBlockLM)
+    model = _call(ex, fix_reused_blocks, (given,), "fix_reused_blocks", "model")
+    if model is not None and isinstance(model, nn.Module):
+        _same_model(ex, given, model, "fix_reused_blocks")
     _verify(ex, model, "K4", "fix_reused_blocks")
 
 
 def check_copied_output(tie_output) -> None:
-    """Lesson 9, exercise 2 (K5). ``tie_output(model)`` returns the model of
-    :class:`CopiedOutputLM` repaired: the output projection's weight *is* the embedding's."""
+    """Lesson 9 (K5). ``tie_output(model)`` returns the model of :class:`CopiedOutputLM`
+    repaired: the output projection's weight *is* the embedding's."""
     ex = "Exercise 2 (K5)"
-    model = _call(ex, tie_output, (_fresh(CopiedOutputLM),), "tie_output", "model")
-    _verify(ex, model, "K5", "tie_output")
+    given = _fresh(CopiedOutputLM)
+    model = _call(ex, tie_output, (given,), "tie_output", "model")
+    if model is not None and isinstance(model, nn.Module):
+        _same_model(ex, given, model, "tie_output")
+    _verify(ex, model, "K5", "tie_output", tied=True)
+
+
+def check_tie_transposed(tie_transposed) -> None:
+    """Lesson 9, exercise 2 (K5, a new layout). ``tie_transposed(model)`` returns the
+    :class:`TransposedHeadLM` it was given, tied: its logits computed with the embedding matrix
+    itself, transposed, and one vocab_size x d_model matrix fewer to count."""
+    ex = "Exercise 2 (K5)"
+    given = _fresh(TransposedHeadLM)
+    before = count_parameters(given)
+    model = _call(ex, tie_transposed, (given,), "tie_transposed", "model")
+    if model is not None and isinstance(model, nn.Module):
+        _same_model(ex, given, model, "tie_transposed")
+        saved = before - count_parameters(model)
+        want = SETTINGS["vocab_size"] * SETTINGS["d_model"]
+        if saved == 0:
+            fail(
+                ex,
+                f"the model still counts {before:,} parameters, as before: it keeps an output "
+                "matrix of its own (a copy counts too); use the embedding matrix itself.",
+            )
+        if saved != want:
+            fail(
+                ex,
+                f"the tied model counts {count_parameters(model):,} parameters, {saved:,} fewer "
+                f"than before; tying removes exactly one vocab_size x d_model matrix "
+                f"({SETTINGS['vocab_size']} x {SETTINGS['d_model']}).",
+            )
+    _verify(ex, model, "K5", "tie_transposed", tied=True)
 
 
 def check_position_before_first_block(RepairedLM) -> None:
@@ -128,6 +210,12 @@ def check_position_before_first_block(RepairedLM) -> None:
             ex,
             f"RepairedLM should be a model class (class RepairedLM(PositionAfterFirstBlockLM): ...), "
             f"got a {type(RepairedLM).__name__}.",
+        )
+    if not issubclass(RepairedLM, PositionAfterFirstBlockLM) or "forward" not in vars(RepairedLM):
+        fail(
+            ex,
+            "RepairedLM must subclass PositionAfterFirstBlockLM and define its own forward: "
+            "repair the broken model, do not swap in another class.",
         )
     torch.manual_seed(0)
     model = _call(ex, lambda: RepairedLM(**SETTINGS), (), "RepairedLM", "**SETTINGS")
