@@ -306,3 +306,89 @@ def test_grading_confinement_holds(synthetic):
         text = "".join(o.get("text", "") for c in graded.cells for o in c.get("outputs", []))
         assert "blocked: FileNotFoundError" in text, text
     assert (course / "gradebook.db").read_bytes()[:15] == b"SQLite format 3"
+
+
+# ---- the capstone's release, cheated on: each cheat loses what it targets ---------------------
+CAPSTONE = next(lesson for lesson in cw.LESSONS if lesson.topic == "audit")
+CAPSTONE_CHEATS = {
+    # every check name prints "passed", every answer a stub: nothing earned
+    "rebind_checks": {
+        "l9_ex1": "class _Ok:\n    def __getattr__(self, name):\n        return lambda *a, **k: print('✓ passed')\n\n"
+        "checks = _Ok()\n\ndef fix_reused_blocks(model):\n    raise NotImplementedError()",
+    },
+    # the audit patched to pass everything, the model left broken
+    "patch_audit": {
+        "l9_ex1": "import helpers.checklist, helpers.checks.audit as _a\n"
+        "_a.audit = lambda m, **k: type('R', (), {'__getitem__': lambda s, k: type('C', (), "
+        "{'status': 'passed', 'finding': 'tied'})(), '__iter__': lambda s: iter(())})()\n"
+        "def fix_reused_blocks(model):\n    return model",
+    },
+    # exercise 1 answered with a fresh model, exercise 3 with the library's class
+    "fresh_model": {
+        "l9_ex1": "def fix_reused_blocks(model):\n    return TransformerLM(**checks.SETTINGS)",
+        "l9_ex3": "class RepairedLM(TransformerLM):\n    pass",
+    },
+    # exercise 2 left untied (an audit passes untied models on K5)
+    "untied": {"l9_ex2": "def tie_transposed(model):\n    return model"},
+}
+
+
+def _capstone_submission(release_nb, answers: dict[str, str]):
+    nb = nbformat.reads(nbformat.writes(release_nb), as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def capstone(tmp_path_factory):
+    if shutil.which("bwrap") is None:
+        pytest.skip(
+            "bubblewrap (bwrap) is not installed: `apt-get install bubblewrap` (.ci/run does)"
+        )
+    base = tmp_path_factory.mktemp("capstone")
+    course, downloads = base / "course", base / "downloads"
+    downloads.mkdir()
+    assert cw.main(["--course-dir", str(course), "release", "--lessons", str(CAPSTONE.number)]) == 0
+    release_nb = nbformat.read(cw.student_notebook(CAPSTONE, course), as_version=4)
+    instructor = nbformat.read(ROOT / "notebooks" / CAPSTONE.notebook, as_version=4)
+    solutions = {
+        c.metadata.nbgrader["grade_id"]: c.source
+        for c in instructor.cells
+        if c.get("metadata", {}).get("nbgrader", {}).get("solution")
+    }
+    nbformat.write(instructor, downloads / "instructor.ipynb")
+    warned = {
+        k: "import warnings\nwarnings.warn('a harmless warning')\n" + v
+        for k, v in solutions.items()
+    }
+    nbformat.write(_capstone_submission(release_nb, warned), downloads / "warns.ipynb")
+    for name, answers in CAPSTONE_CHEATS.items():
+        full = {**solutions, **answers} if name in ("fresh_model", "untied") else answers
+        nbformat.write(_capstone_submission(release_nb, full), downloads / f"{name}.ipynb")
+    aid = cw.assignment_id(CAPSTONE)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert cw.main(["--course-dir", str(course), "collect", aid, str(downloads)]) == 0
+        assert cw.main(["--course-dir", str(course), "autograde", aid]) == 0
+    return cw.scores(CAPSTONE, course), out.getvalue()
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_capstone_cheats_lose_what_they_target(capstone):
+    scores, out = capstone
+    full = {k: most for k, (_, most) in scores["instructor"].items()}
+    assert all(s == m for s, m in scores["instructor"].values()), scores["instructor"]
+    assert all(s == m for s, m in scores["warns"].values()), "a warning cost points"
+    for name, answers in CAPSTONE_CHEATS.items():
+        got = scores[name]
+        for check, (score, _most) in got.items():
+            targeted = check.removesuffix("_check") in answers
+            if targeted:
+                assert score == 0, (name, check, got)
+            elif name in ("fresh_model", "untied"):
+                assert score == full[check], (name, check, got)
+    assert "  rebind_checks  " in out and "  patch_audit  " in out, out
