@@ -1,5 +1,9 @@
 """Lesson 5: residual connections and layer norm (claims C5.1-C5.7, checks, plots, explorer)."""
 
+import re
+import sys
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -11,7 +15,7 @@ from helpers import FeedForward, LayerNorm, Residual, TransformerLM, gradient_no
 from helpers.checks import ExerciseFailed
 from helpers.checks import residual as checks
 from helpers.diagnostics import DeepStack, activation_scales, init_profile, silence_sublayers
-from helpers.plots.residual import MYSTERY_CURVES, plot_mystery_curves, plot_per_layer
+from helpers.plots.residual import plot_mystery_curves, plot_per_layer
 from helpers.warmup import WARMUP_RUNS, compare_warmup, train_with_warmup, warmup_lr
 from helpers.widgets import norm_explorer
 
@@ -404,10 +408,18 @@ def test_check_layer_norm_accepts_right_answer(capsys):
             / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) + b,
             "you added eps outside the square root",
         ),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b) + 0.1, "largest difference"),
+        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b) + 0.1, "should have mean 0"),
+        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b) * 1.01, "divides by another number"),
+        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b), "still used eps = 1e-5"),
+        (
+            lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) * g + b,
+            "did not divide by the standard deviation",
+        ),
+        (lambda x, g, b, eps=1e-5: g * _ln_right(x, 1.0, 0.0) + 2 * b, "scale and shift after"),
     ],
     ids=["none-fn", "not-implemented", "raises", "returns-none", "shape", "float64", "int",
-         "nan", "unbiased", "no-gamma-beta", "no-eps", "eps-outside-sqrt", "off-by-0.1"],
+         "nan", "unbiased", "no-gamma-beta", "no-eps", "eps-outside-sqrt", "off-by-0.1",
+         "times-1.01", "fixed-eps", "no-division", "twice-beta"],
 )  # fmt: skip
 def test_check_layer_norm_rejects(fn, message):
     with pytest.raises(ExerciseFailed, match=message):
@@ -431,11 +443,60 @@ def test_check_layer_norm_eps_outside_passes_a_large_variance_input_but_is_rejec
     assert "\n" not in str(e.value)
 
 
-def test_check_layer_norm_verdict_says_worked_example_not_ba(capsys):
+def test_check_layer_norm_verdict_shows_no_expected_value(capsys):
     checks.check_layer_norm(_ln_right)
     out = capsys.readouterr().out
-    assert "worked example of the formula" in out and "Ba et al" not in out
-    assert "[-1.3416, -0.4472, 0.4472, 1.3416]" in out
+    assert "graded on hidden cases" in out and "Ba et al" not in out
+    assert "expected" not in out and not re.search(r"\d\.\d|\[-?\d", out), out
+
+
+def test_checks_module_ships_no_reference_answer():
+    """Issue 15: nothing importable from the installed checks computes or names an answer."""
+    import helpers.checks.residual as module
+    import helpers.plots.residual as plots
+
+    for gone in ("_layer_norm", "WORKED_OUTPUT", "MYSTERY_CURVES"):
+        assert not hasattr(module, gone) and not hasattr(plots, gone), gone
+    source = Path(module.__file__).read_text()
+    assert "expected {" not in source and "expect_close" not in source
+
+
+def test_check_layer_norm_does_not_forbid_but_the_grader_does(monkeypatch, tmp_path):
+    """F.layer_norm passes the visible check (it computes the formula); the hidden record lists
+    its name and the spec of l5_ex1 forbids it, so the graded verdict is 0 (also for the other
+    normalization functions that give layer norm)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from grading.verdicts import judge, read_records
+
+    from helpers.grading import record
+
+    def torch_ln(x, g, b, eps=1e-5):
+        return nn.functional.layer_norm(x, x.shape[-1:], g, b, eps)
+
+    def by_group_norm(x, g, b, eps=1e-5):
+        flat = x.reshape(-1, 1, x.shape[-1])
+        return nn.functional.group_norm(flat, 1, eps=eps).reshape(x.shape) * g + b
+
+    def by_rms_norm(x, g, b, eps=1e-5):
+        return nn.functional.rms_norm(x - x.mean(-1, keepdim=True), x.shape[-1:], eps=eps) * g + b
+
+    checks.check_layer_norm(torch_ln)
+    x, g, b = torch.randn(3, 5, dtype=torch.float64), torch.randn(5), torch.randn(5)
+    logs = {}
+    for name, answer in [("ok", _ln_right), ("F", torch_ln), ("gn", by_group_norm),
+                         ("rms", by_rms_norm), ("aten", lambda *a: torch.ops.aten.layer_norm(
+                             a[0], [5], a[1], a[2], 1e-5))]:  # fmt: skip
+        logs[name] = tmp_path / f"{name}.jsonl"
+        monkeypatch.setenv("HELPERS_GRADING_LOG", str(logs[name]))
+        record("l5_ex1", answer, x, g.double(), b.double())
+        import helpers.grading as grading
+
+        grading._cases.clear()
+    reference = read_records(logs["ok"])[0]["l5_ex1"]
+    assert judge("l5_ex1", reference, reference).correct
+    for name in ("F", "gn", "rms", "aten"):
+        verdict = judge("l5_ex1", reference, read_records(logs[name])[0]["l5_ex1"])
+        assert not verdict.correct and "which the exercise forbids" in verdict.message, name
 
 
 def test_check_layer_norm_batch_axis_mistake_is_named():
@@ -482,7 +543,7 @@ def test_check_fixed_pre_norm_names_the_unfixed_tutorial_block():
         (lambda x, s, n: x + s(x), "layer norm is missing"),
         (lambda x, s, n: n(x) + s(n(x)), "adds the normalized x"),
         (lambda x, s, n: x + s(nn.functional.layer_norm(x, (8,))), "call the `norm` you are given"),
-        (lambda x, s, n: x + s(n(x)) + 1, "largest difference"),
+        (lambda x, s, n: x + s(n(x)) + 1, "returns x exactly"),
     ],
     ids=["none-fn", "not-implemented", "raises", "returns-none", "shape", "int", "nan",
          "post-norm", "no-residual", "norm-after", "no-norm", "normalized-x", "own-norm",
@@ -493,11 +554,15 @@ def test_check_fixed_pre_norm_rejects(fn, message):
         checks.check_fixed_pre_norm(fn)
 
 
-def test_check_post_norm_curve_accepts_right_answer(capsys):
-    right = next(k for k, v in MYSTERY_CURVES.items() if v == "post")
-    checks.check_post_norm_curve(lambda: right)
-    checks.check_post_norm_curve(lambda: f" curve {right.lower()} ")
-    assert capsys.readouterr().out.count("✓") == 2
+def _kept(a, b):
+    return "A" if a[-1] / a[0] > b[-1] / b[0] else "B"
+
+
+def test_check_post_norm_curve_accepts_right_answers(capsys, one_thread):
+    checks.check_post_norm_curve(_kept)
+    checks.check_post_norm_curve(lambda a, b: "A" if a[-1] > b[-1] else "B")  # ends higher
+    out = capsys.readouterr().out
+    assert out.count("✓") == 2 and "hidden" in out
 
 
 @pytest.mark.parametrize(
@@ -506,20 +571,29 @@ def test_check_post_norm_curve_accepts_right_answer(capsys):
         (None, "is None"),
         (_raise_not_implemented, "not implemented yet"),
         (_raise_other, "raised KeyError"),
-        (lambda: None, "returned None"),
-        (lambda: 1, "as a string, got a int"),
-        (lambda: "C", 'return "A" or "B", got \'C\''),
-        (
-            lambda: next(k for k, v in MYSTERY_CURVES.items() if v == "pre"),
-            "is the pre-norm model: its gradient falls steeply",
-        ),
+        (lambda a, b: None, "returned None"),
+        (lambda a, b: 1, "as a string, got a int"),
+        (lambda a, b: "C", 'exactly "A" or "B"'),
+        (lambda a, b: " curve b", 'exactly "A" or "B"'),
+        (lambda a, b: "B", "in the other order your function still says"),
+        (lambda a, b: "A" if a[0] > 0.5 else "B", "other order|multiplying both curves by 10"),
+        (lambda a, b: "B" if _kept(a, b) == "A" else "A", "picked the pre-norm curve"),
     ],
     ids=["none-fn", "not-implemented", "raises", "returns-none", "not-a-string", "unknown",
-         "picked-pre-norm"],
+         "not-exact", "constant", "units", "picked-pre-norm"],
 )  # fmt: skip
-def test_check_post_norm_curve_rejects(fn, message):
+def test_check_post_norm_curve_rejects(fn, message, one_thread):
     with pytest.raises(ExerciseFailed, match=message):
         checks.check_post_norm_curve(fn)
+
+
+def test_check_post_norm_curve_leaves_the_random_stream_alone(one_thread):
+    checks._own_pair.cache_clear()
+    torch.manual_seed(123)
+    checks.check_post_norm_curve(_kept)
+    after = torch.rand(3)
+    torch.manual_seed(123)
+    torch.testing.assert_close(after, torch.rand(3))
 
 
 @pytest.mark.slow
@@ -610,14 +684,15 @@ def test_plot_per_layer_draws_one_line_per_curve(no_open_figures):
         plot_per_layer({"a": [1.0]}, ax="left")
 
 
-def test_plot_mystery_curves_labels_follow_the_key():
+def test_plot_mystery_curves_draws_them_in_the_order_given():
     fig = Figure()
     ax = fig.subplots()
     a, b = plot_mystery_curves([3.0, 2.0, 1.0], [1.0, 1.5, 2.0], ax=ax)
-    by_label = {"pre": [3.0, 2.0, 1.0], "post": [1.0, 1.5, 2.0]}
     assert a.get_label() == "curve A" and b.get_label() == "curve B"
-    np.testing.assert_array_equal(a.get_ydata(), by_label[MYSTERY_CURVES["A"]])
-    np.testing.assert_array_equal(b.get_ydata(), by_label[MYSTERY_CURVES["B"]])
+    np.testing.assert_array_equal(a.get_ydata(), [3.0, 2.0, 1.0])
+    np.testing.assert_array_equal(b.get_ydata(), [1.0, 1.5, 2.0])
+    with pytest.raises(ValueError, match="must hold finite numbers"):
+        plot_mystery_curves([1.0, float("nan")], [1.0, 2.0], ax=ax)
 
 
 # ---------------------------------------------------------------- explorer
@@ -660,3 +735,91 @@ def test_norm_explorer_bad_arguments():
         norm_explorer(depth=100)
     with pytest.raises(ValueError, match="d_model must be one of"):
         norm_explorer(d_model=48)
+
+
+# ---------------------------------------------------------------- hidden tests (issue 15)
+
+
+def _hidden_block(grade_id: str) -> str:
+    import nbformat
+
+    path = Path(__file__).resolve().parent.parent / "notebooks/05_residuals_and_layer_norm.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    source = cell.source
+    start, end = source.index("### BEGIN HIDDEN TESTS"), source.index("### END HIDDEN TESTS")
+    return source[start:end]
+
+
+def test_hidden_pairs_of_exercise_3_are_told_apart_by_every_reading_of_C5_6(one_thread):
+    """The graded pairs: the solution's answer is the post-norm curve, in both orders, and the
+    other rules the lesson's prose supports (ends higher, larger mean) agree with it."""
+    import ast
+
+    block = _hidden_block("l5_ex3_check")
+    loop = next(n for n in ast.walk(ast.parse(block)) if isinstance(n, ast.For))
+    cases = ast.literal_eval(loop.iter)
+    assert {post_first for *_, post_first in cases} == {True, False}  # no constant answer
+    seen = []
+    namespace = {"torch": torch, "init_profile": init_profile, "which_curve_is_post_norm": _kept}
+    namespace["_record"] = lambda exercise, fn, a, b: seen.append((exercise, a, b))
+    exec(block.replace("from helpers.grading import record as _record", ""), namespace)
+    assert len(seen) == len(cases)
+    for (exercise, a, b), (*_, post_first) in zip(seen, cases, strict=True):
+        right = "A" if post_first else "B"
+        assert exercise == "l5_ex3"
+        assert _kept(a, b) == right
+        assert ("A" if a[-1] > b[-1] else "B") == right
+        assert ("A" if sum(a) > sum(b) else "B") == right
+
+
+def test_hidden_cases_tell_the_usual_wrong_answers_apart():
+    """Exercises 1 and 2: on every hidden case set, each usual mistake records another value."""
+    for grade_id, right, wrongs in [
+        (
+            "l5_ex1_check",
+            _ln_right,
+            [
+                lambda x, g, b, eps=1e-5: g * _centred_over(x) / (_sd(x) + eps) + b,
+                lambda x, g, b, eps=1e-5: g * _centred_over(x) / torch.sqrt(
+                    x.var(-1, keepdim=True) + eps) + b,
+                lambda x, g, b, eps=1e-5: _ln_right(x, g, b),
+                lambda x, g, b, eps=1e-5: _ln_right(x, 1.0, 0.0, eps),
+            ],
+        ),
+        (
+            "l5_ex2_check",
+            lambda x, s, n: x + s(n(x)),
+            [
+                lambda x, s, n: n(x) + s(n(x)),
+                lambda x, s, n: n(x + s(x)),
+                lambda x, s, n: x + s(nn.functional.layer_norm(x, x.shape[-1:])),
+                lambda x, s, n: x + n(s(x)),
+            ],
+        ),
+    ]:  # fmt: skip
+        block = _hidden_block(grade_id).replace("from helpers.grading import record as _record", "")
+        runs = []
+        for answer in (right, *wrongs):
+            seen = []
+            namespace = {"torch": torch, "nn": nn, "layer_norm": answer, "fixed_pre_norm": answer}
+            namespace["_record"] = lambda exercise, fn, *a, seen=seen, **k: seen.append(
+                fn(*a, **k).detach()
+            )
+            exec(block, namespace)
+            runs.append(seen)
+        assert 2 <= len(runs[0]) <= 4
+        for i, wrong in enumerate(runs[1:]):
+            differs = any(
+                not torch.allclose(w.double(), r.double(), rtol=1e-4, atol=1e-5)
+                for w, r in zip(wrong, runs[0], strict=True)
+            )
+            assert differs, (grade_id, i)
+
+
+def _centred_over(x):
+    return x - x.mean(-1, keepdim=True)
+
+
+def _sd(x):
+    return x.var(-1, keepdim=True, unbiased=False).sqrt()

@@ -1,43 +1,32 @@
 """Lesson 5 exercise checks: layer norm from the formula, fixing a given residual block (find the
-bug), and reading a plot.
+bug), and telling a post-norm gradient curve from a pre-norm one.
 
-Each check calls the student's function on fixed inputs, prints ``✓ …`` when the answer is right
-and raises :class:`ExerciseFailed` naming the problem (and, for the usual mistakes, which mistake)
-when it is not.
+Instant feedback only: the grade comes from hidden tests that record the answers on cases these
+checks never use (``helpers.grading``). Each check tests properties a right answer must have
+(each token's mean and variance, how gamma, beta and eps act; what a pre-norm block does when its
+sublayer is silent; a classification that follows the curves, not their order), prints ``✓ …``
+when they hold and raises :class:`ExerciseFailed` naming the problem when they do not. No
+verdict shows an expected value.
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
-from ..plots.residual import MYSTERY_CURVES
-from ..printing import fmt
-from ._core import as_tensor, call, expect_close, fail, passed
+from ..diagnostics import init_profile
+from ._core import as_tensor, call, fail, passed
 
 __all__ = ["check_layer_norm", "check_fixed_pre_norm", "check_post_norm_curve"]
-
-# A worked example of the formula (not an example from Ba et al. 2016): biased variance, eps -> 0.
-WORKED_INPUT = [1.0, 2.0, 3.0, 4.0]
-WORKED_OUTPUT = [-1.341641, -0.447214, 0.447214, 1.341641]
-
-
-def _layer_norm(x, gamma, beta, eps=1e-5, dim=-1, unbiased=False, eps_outside=False):
-    mean = x.mean(dim=dim, keepdim=True)
-    var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
-    if eps_outside:
-        return gamma * (x - mean) / (torch.sqrt(var) + eps) + beta
-    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
 
 
 def _small_variance_inputs():
     """Tokens whose features differ by about 1e-3 (variance about 1e-6, below eps = 1e-5), in
     float64: here sqrt(var + eps) and sqrt(var) + eps are far apart."""
     g = torch.Generator().manual_seed(6)
-    x = 1.0 + 1e-3 * torch.randn(2, 3, 8, generator=g, dtype=torch.float64)  # [2, 3, 8]
-    gamma = 1.0 + 0.5 * torch.randn(8, generator=g, dtype=torch.float64)  # [d_model]
-    beta = 0.5 * torch.randn(8, generator=g, dtype=torch.float64)  # [d_model]
-    return x, gamma, beta
+    return 1.0 + 1e-3 * torch.randn(2, 3, 8, generator=g, dtype=torch.float64)  # [2, 3, 8]
 
 
 def _inputs():
@@ -48,65 +37,100 @@ def _inputs():
     return x, gamma, beta
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(
-        a.detach().double(), b.detach().double(), atol=1e-4, rtol=1e-4
-    )
+def _close(a, b, tol: float = 1e-4) -> bool:
+    a, b = torch.as_tensor(a).detach().double(), torch.as_tensor(b).detach().double()
+    return a.shape == b.shape and torch.allclose(a, b, atol=tol, rtol=tol)
+
+
+def _ratio_close(a: torch.Tensor, b: torch.Tensor, rtol: float = 1e-3) -> bool:
+    """``a`` and ``b`` (positive, of any size) equal to a relative ``rtol``."""
+    return a.shape == b.shape and bool(((a - b).abs() <= rtol * b.abs()).all())
+
+
+def _centred(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    return x - x.mean(dim=dim, keepdim=True)
+
+
+def _spread(x: torch.Tensor) -> torch.Tensor:
+    """Each token's mean square deviation over its features (the biased variance), [..., 1]."""
+    return (_centred(x.double()) ** 2).mean(dim=-1, keepdim=True)
+
+
+def _unit(ex, layer_norm, x, eps=None, what="x"):
+    """The student's layer norm of ``x`` with gamma = 1, beta = 0, checked for shape and dtype."""
+    d = x.shape[-1]
+    ones, zeros = torch.ones(d, dtype=x.dtype), torch.zeros(d, dtype=x.dtype)
+    extra = {} if eps is None else {"eps": eps}
+    got = call(ex, layer_norm, x.clone(), ones, zeros, name="layer_norm", **extra)
+    shown = f"layer_norm({what}, gamma=1, beta=0{'' if eps is None else f', eps={eps:g}'})"
+    got = as_tensor(ex, got, name=shown, shape=x.shape, layout="[..., d_model], like x")
+    if got.dtype != x.dtype:
+        fail(ex, f"{shown} returned dtype {got.dtype}; keep the input's dtype {x.dtype}.")
+    return got
 
 
 def check_layer_norm(layer_norm) -> None:
-    """Exercise 1: ``layer_norm(x, gamma, beta, eps=1e-5)`` must return
-    ``gamma * (x - mean) / sqrt(var + eps) + beta``, mean and biased variance over the last axis."""
+    """Exercise 1: ``layer_norm(x, gamma, beta, eps=1e-5)``, the formula of the lesson's "The
+    formulas" section, over the last axis, without a normalization function of torch."""
     ex = "Exercise 1 (layer norm)"
     x, gamma, beta = _inputs()
-    want = _layer_norm(x, gamma, beta)
+    unit = _unit(ex, layer_norm, x)  # [2, 3, 8]
+    if not _close(unit.double().mean(-1), torch.zeros(x.shape[:-1])):
+        if _close(unit.double().mean(0), torch.zeros(x.shape[1:])):
+            fail(ex, "you normalized across the batch (axis 0), which is batch norm; layer norm "
+                     "uses each token's own features, the last axis.")  # fmt: skip
+        if _close(unit.double().mean(1), torch.zeros(x.shape[0], x.shape[2])):
+            fail(ex, "you normalized across positions (axis 1); layer norm uses each token's own "
+                     "features, the last axis.")  # fmt: skip
+        fail(ex, "with gamma = 1 and beta = 0 each token's output should have mean 0 over its "
+                 "features (the last axis): subtract each token's own mean.")  # fmt: skip
+    var = _spread(x)  # [2, 3, 1] biased variance of each token, float64
+    denominator2 = var / _spread(unit)  # what the answer divided (x - mean) by, squared
+    if not _close(_centred(x.double()), unit.double() * denominator2.sqrt(), 1e-3):
+        fail(ex, "with gamma = 1 and beta = 0 each token's output should be its x - mean divided "
+                 "by one number per token, sqrt(var + eps).")  # fmt: skip
+    if not _ratio_close(denominator2, var + 1e-5):
+        d = x.shape[-1]
+        if _ratio_close(denominator2, var * d / (d - 1) + 1e-5):
+            fail(ex, "you used the unbiased variance (divided by d_model - 1); layer norm divides "
+                     "by d_model: unbiased=False.")  # fmt: skip
+        if _ratio_close(denominator2, torch.ones_like(var)):
+            fail(ex, "you subtracted the mean but did not divide by the standard deviation "
+                     "sqrt(var + eps).")  # fmt: skip
+        fail(ex, "each token's x - mean should be divided by sqrt(var + eps), var the mean of "
+                 "(x - mean)**2 over the token's features; your answer divides by another number.")  # fmt: skip
     got = call(ex, layer_norm, x.clone(), gamma.clone(), beta.clone(), name="layer_norm")
-    if isinstance(got, torch.Tensor) and got.is_floating_point() and torch.isnan(got).any():
-        fail(ex, "layer_norm returned NaN: did you divide by sqrt(var + eps), with eps inside?")
     got = as_tensor(
-        ex, got, name="layer_norm(x, gamma, beta)", shape=x.shape, layout="[B, n, d_model]"
+        ex, got, name="layer_norm(x, gamma, beta)", shape=x.shape, layout="[..., d_model], like x"
     )
     if got.dtype != x.dtype:
         fail(ex, f"layer_norm returned dtype {got.dtype}; keep the input's dtype {x.dtype}.")
-    if not _close(got, want):
-        mistakes = [
-            (_layer_norm(x, gamma, beta, unbiased=True), "you used the unbiased variance "
-             "(divided by d_model - 1); layer norm divides by d_model: unbiased=False"),
-            (_layer_norm(x, gamma, beta, dim=0), "you normalized across the batch (axis 0), "
-             "which is batch norm; layer norm uses each token's own features, the last axis"),
-            (_layer_norm(x, gamma, beta, dim=1), "you normalized across positions (axis 1); "
-             "layer norm uses each token's own features, the last axis"),
-            (_layer_norm(x, 1.0, 0.0), "you did not apply the learned scale gamma and shift beta"),
-            ((x - x.mean(-1, keepdim=True)) * gamma + beta, "you subtracted the mean but did "
-             "not divide by the standard deviation sqrt(var + eps)"),
-        ]  # fmt: skip
-        for wrong, why in mistakes:
-            if _close(got, wrong):
-                fail(ex, why + ".")
-        expect_close(ex, got, want, name="layer_norm(x, gamma, beta)")
-    small, g_small, b_small = _small_variance_inputs()
-    got = call(ex, layer_norm, small.clone(), g_small.clone(), b_small.clone(), name="layer_norm")
-    name = "layer_norm(x, gamma, beta) for tokens of variance about 1e-6"
-    got = as_tensor(ex, got, name=name, shape=small.shape, layout="[B, n, d_model]")
-    if not _close(got, _layer_norm(small, g_small, b_small)):
-        if _close(got, _layer_norm(small, g_small, b_small, eps_outside=True)):
+    if not _close(got, gamma * unit + beta):
+        if _close(got, unit):
+            fail(ex, "you did not apply the learned scale gamma and shift beta.")
+        fail(ex, "layer_norm(x, gamma, beta) should be gamma * layer_norm(x, 1, 0) + beta: scale "
+                 "and shift after normalizing, feature by feature.")  # fmt: skip
+    small = _small_variance_inputs()  # float64, variance about 1e-6
+    var = _spread(small)
+    for eps in (None, 1e-3):
+        unit = _unit(ex, layer_norm, small, eps=eps, what="x of variance about 1e-6")
+        eps_value = 1e-5 if eps is None else eps
+        spread = _spread(unit)
+        denominator2 = var / spread if bool((spread > 0).all()) else torch.zeros_like(var)
+        if _ratio_close(denominator2, var + eps_value):
+            continue
+        if _ratio_close(denominator2, (var.sqrt() + eps_value) ** 2):
             fail(ex, "you added eps outside the square root, sqrt(var) + eps; the formula has it "
                      "inside, sqrt(var + eps): for a token whose variance is near eps or below "
                      "the two differ a lot.")  # fmt: skip
-        if _close(got, _layer_norm(small, g_small, b_small, eps=0.0)):
+        if _ratio_close(denominator2, var):
             fail(ex, "you left eps out: divide by sqrt(var + eps), not sqrt(var) (for a token "
                      "whose variance is near eps or below the two differ a lot).")  # fmt: skip
-        expect_close(ex, got, _layer_norm(small, g_small, b_small), name=name)
-    one = call(
-        ex,
-        layer_norm,
-        torch.tensor([WORKED_INPUT], dtype=torch.float64),
-        torch.ones(4, dtype=torch.float64),
-        torch.zeros(4, dtype=torch.float64),
-        name="layer_norm",
-    )
-    one = as_tensor(ex, one, name="layer_norm([[1, 2, 3, 4]], 1, 0)", shape=(1, 4))
-    expect_close(ex, one, torch.tensor([WORKED_OUTPUT]), name="layer_norm([[1, 2, 3, 4]], 1, 0)")
+        if eps is not None and _ratio_close(denominator2, var + 1e-5):
+            fail(ex, "layer_norm(x, gamma, beta, eps=1e-3) still used eps = 1e-5: use the eps "
+                     "argument, not a fixed number.")  # fmt: skip
+        fail(ex, "for tokens of variance about 1e-6 your answer does not divide by "
+                 "sqrt(var + eps) (is eps where the formula has it?).")  # fmt: skip
     flat = call(
         ex, layer_norm, torch.full((1, 4), 2.0), torch.ones(4), torch.zeros(4), name="layer_norm"
     )
@@ -118,16 +142,17 @@ def check_layer_norm(layer_norm) -> None:
         fail(ex, "for a token whose features are all equal (variance 0) layer_norm returned NaN or "
                  "inf: add eps inside the square root, sqrt(var + eps).")  # fmt: skip
     flat = as_tensor(ex, flat, name="layer_norm([[2, 2, 2, 2]], 1, 0)", shape=(1, 4))
-    expect_close(ex, flat, torch.zeros(1, 4), name="layer_norm([[2, 2, 2, 2]], 1, 0)")
-    row = ", ".join(fmt(v, decimals=4) for v in one[0].to(torch.float64))
-    passed(ex, f"LN([1, 2, 3, 4]) = [{row}], the worked example of the formula, and eps sits "
-               "inside the square root")  # fmt: skip
+    if not _close(flat, torch.zeros(1, 4)):
+        fail(ex, "a token whose features are all equal should come out as beta (here 0): "
+                 "x - mean is 0 for each feature.")  # fmt: skip
+    passed(ex, "each token comes out with mean 0 and variance var / (var + eps) before gamma and "
+               "beta, eps inside the square root (graded on hidden cases; torch's own layer-norm "
+               "functions score 0 there)")  # fmt: skip
 
 
 def check_fixed_pre_norm(fixed_pre_norm) -> None:
-    """Exercise 2 (find the bug): the lesson shows a "pre-norm" block whose forward is
-    ``x = self.norm(x); return x + self.sublayer(x)``; ``fixed_pre_norm(x, sublayer, norm)`` must
-    return the pre-norm formula ``x + sublayer(norm(x))``."""
+    """Exercise 2 (find the bug): ``fixed_pre_norm(x, sublayer, norm)`` must return what a
+    pre-norm residual block computes (the lesson's "The formulas" section)."""
     ex = "Exercise 2 (find the bug)"
     pre_norm_residual = fixed_pre_norm
     x, gamma, beta = _inputs()
@@ -143,52 +168,86 @@ def check_fixed_pre_norm(fixed_pre_norm) -> None:
         got = call(ex, pre_norm_residual, x.clone(), sublayer, norm, name="fixed_pre_norm")
         got = as_tensor(ex, got, name="fixed_pre_norm(x, sublayer, norm)", shape=x.shape,
                         layout="[B, n, d_model]")  # fmt: skip
-        if _close(got, want):
-            passed(ex, "x + Sublayer(LayerNorm(x)): the bug was `x = self.norm(x)`, which "
-                       "overwrote x, so the block added the normalized x; now the identity path "
-                       "x is never normalized")  # fmt: skip
-            return
-        mistakes = [
-            (norm(x) + sublayer(norm(x)), "that is still the given block's output: `x = "
-             "self.norm(x)` overwrote x, so it adds the normalized x, LN(x) + Sublayer(LN(x)); "
-             "pre-norm adds x itself, so that the identity path stays unnormalized"),
-            (norm(x + sublayer(x)), "that is post-norm, LayerNorm(x + Sublayer(x)); pre-norm "
-             "normalizes the sublayer's input only and adds x untouched"),
-            (sublayer(norm(x)), "the residual is missing: add x back, x + Sublayer(LayerNorm(x))"),
-            (x + norm(sublayer(x)), "you normalized the sublayer's output; pre-norm normalizes "
-             "its input: x + Sublayer(LayerNorm(x))"),
-            (x + sublayer(x), "the layer norm is missing: x + Sublayer(LayerNorm(x))"),
-            (x + sublayer(nn.functional.layer_norm(x, x.shape[-1:])), "you normalized with a "
-             "layer norm of your own; call the `norm` you are given, it has its own learned "
-             "scale and shift"),
-        ]  # fmt: skip
-        for wrong, why in mistakes:
-            if _close(got, wrong):
-                fail(ex, why + ".")
-        expect_close(ex, got, want, name="fixed_pre_norm(x, sublayer, norm)")
+        if not _close(got, want):
+            mistakes = [
+                (norm(x) + sublayer(norm(x)), "that is still the given block's output: `x = "
+                 "self.norm(x)` overwrote x, so it adds the normalized x, LN(x) + Sublayer(LN(x)); "
+                 "pre-norm adds x itself, so that the identity path stays unnormalized"),
+                (norm(x + sublayer(x)), "that is post-norm, LayerNorm(x + Sublayer(x)); pre-norm "
+                 "normalizes the sublayer's input only and adds x untouched"),
+                (sublayer(norm(x)), "the residual is missing: add x back"),
+                (x + norm(sublayer(x)), "you normalized the sublayer's output; pre-norm normalizes "
+                 "its input"),
+                (x + sublayer(x), "the layer norm is missing: the sublayer should see the "
+                 "normalized x"),
+                (x + sublayer(nn.functional.layer_norm(x, x.shape[-1:])), "you normalized with a "
+                 "layer norm of your own; call the `norm` you are given, it has its own learned "
+                 "scale and shift"),
+            ]  # fmt: skip
+            for wrong, why in mistakes:
+                if _close(got, wrong):
+                    fail(ex, why + ".")
+        silent = lambda h: torch.zeros_like(h)  # noqa: E731 - a sublayer whose output is 0
+        quiet = call(ex, pre_norm_residual, x.clone(), silent, norm, name="fixed_pre_norm")
+        quiet = as_tensor(ex, quiet, name="fixed_pre_norm(x, silent sublayer, norm)",
+                          shape=x.shape, layout="[B, n, d_model]")  # fmt: skip
+        if not torch.equal(quiet, x):
+            fail(ex, "with a sublayer that outputs 0 a pre-norm block returns x exactly (C5.5); "
+                     "yours does not: the identity path must carry x itself, untouched.")  # fmt: skip
+        if not _close(got, want):
+            fail(ex, "your block returns x when the sublayer outputs 0, but with a working "
+                     "sublayer it does not add what the sublayer makes of the normalized x.")  # fmt: skip
+    passed(ex, "x + Sublayer(LayerNorm(x)): the bug was `x = self.norm(x)`, which overwrote x, so "
+               "the block added the normalized x; now the identity path x is never normalized "
+               "(graded on hidden cases)")  # fmt: skip
+
+
+@functools.cache
+def _own_pair() -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """A pre-norm and a post-norm 6-block gradient curve of the check's own (neither the plotted
+    pair nor a graded one), built on first use, in about a tenth of a second."""
+    settings = dict(d_model=32, seeds=(2,), batch=4, n=16, vocab_size=200, dtype=torch.float64)
+    with torch.random.fork_rng(devices=[]):  # the caller's random stream is left as it was
+        pre = init_profile("pre", 6, **settings).gradients
+        post = init_profile("post", 6, **settings).gradients
+    return tuple(pre), tuple(post)
+
+
+def _letter(ex, fn, a, b, what):
+    answer = call(ex, fn, list(a), list(b), name="which_curve_is_post_norm")
+    if answer is None:
+        fail(ex, f'which_curve_is_post_norm({what}) returned None: return "A" or "B".')
+    if type(answer) is not str:
+        fail(ex, f'return the letter "A" or "B" as a string, got a {type(answer).__name__}.')
+    if answer not in ("A", "B"):
+        fail(ex, f'return exactly "A" or "B" (one capital letter), got {answer[:20]!r}.')
+    return answer
 
 
 def check_post_norm_curve(which_curve_is_post_norm) -> None:
-    """Exercise 3: ``which_curve_is_post_norm()`` returns "A" or "B" for the plot of
-    :func:`helpers.plots.residual.plot_mystery_curves`."""
+    """Exercise 3: ``which_curve_is_post_norm(curve_a, curve_b)`` gets the per-layer gradient norms
+    of two models of the same depth at initialization, one pre-norm and one post-norm (lists of
+    floats, layer 1 first), and returns "A" or "B"."""
     ex = "Exercise 3 (which curve is post-norm?)"
-    answer = call(ex, which_curve_is_post_norm, name="which_curve_is_post_norm")
-    if answer is None:
-        fail(ex, 'which_curve_is_post_norm() returned None: return "A" or "B".')
-    if not isinstance(answer, str):
-        fail(ex, f'return the letter "A" or "B" as a string, got a {type(answer).__name__}.')
-    letter = answer.strip().upper().removeprefix("CURVE").strip()
-    if letter not in MYSTERY_CURVES:
-        fail(ex, f'return "A" or "B", got {answer!r}.')
-    if MYSTERY_CURVES[letter] != "post":
-        fail(
-            ex,
-            f"curve {letter} is the pre-norm model: its gradient falls steeply toward the last "
-            "layer and ends lower; post-norm's ends higher and does not fall like that (C5.6): "
-            "look for the curve that ends higher.",
-        )
-    passed(
+    pre, post = _own_pair()
+    first = _letter(ex, which_curve_is_post_norm, pre, post, "curve_a, curve_b")
+    swapped = _letter(ex, which_curve_is_post_norm, post, pre, "curve_a, curve_b")
+    if first == swapped:
+        fail(ex, f'given the same two curves in the other order your function still says '
+                 f'"{first}": the answer should follow the curves, not their order.')  # fmt: skip
+    scaled = _letter(
         ex,
-        f"curve {letter} is post-norm: it ends higher and does not fall like pre-norm's, which "
-        "drops steeply toward the last layer",
+        which_curve_is_post_norm,
+        [10 * v for v in pre],
+        [10 * v for v in post],
+        "curve_a, curve_b",
     )
+    if scaled != first:
+        fail(ex, "multiplying both curves by 10 changed your answer: the placement shows in the "
+                 "curves' shapes and in how they compare, not in their units.")  # fmt: skip
+    if first != "B":
+        fail(ex, "on a pair of 6-block curves (another seed and width than the plot's) your "
+                 "function picked the pre-norm curve: reread C5.6, which placement's gradient "
+                 "falls toward the last layers?")  # fmt: skip
+    passed(ex, "your function told post-norm's curve from pre-norm's on a pair of its own, in "
+               "either order (graded on hidden pairs: other seeds, widths and depths)")  # fmt: skip

@@ -16,10 +16,7 @@ import numpy as np
 
 from ._common import axes as _axes
 
-__all__ = ["plot_per_layer", "plot_mystery_curves", "MYSTERY_CURVES"]
-
-#: Exercise 3's puzzle: which placement each labelled curve of :func:`plot_mystery_curves` shows.
-MYSTERY_CURVES = {"A": "pre", "B": "post"}
+__all__ = ["plot_per_layer", "plot_mystery_curves"]
 
 
 def _values(name: str, values) -> np.ndarray:
@@ -67,16 +64,17 @@ def plot_per_layer(
     return lines
 
 
-def plot_mystery_curves(pre_gradients: Sequence[float], post_gradients: Sequence[float], ax=None):
-    """Lesson 5, exercise 3. The per-layer gradient norms of a pre-norm and a post-norm model,
-    drawn as "curve A" and "curve B" (which is which: :data:`MYSTERY_CURVES`).
+def plot_mystery_curves(curve_a: Sequence[float], curve_b: Sequence[float], ax=None):
+    """Lesson 5, exercise 3. Two per-layer gradient curves, drawn unlabelled as "curve A" and
+    "curve B" in the order given (this module does not know which placement either shows).
 
     Returns the two Line2D artists, A first.
     """
-    by_placement = {"pre": pre_gradients, "post": post_gradients}
-    curves = {f"curve {k}": by_placement[v] for k, v in sorted(MYSTERY_CURVES.items())}
     lines = plot_per_layer(
-        curves, ax=ax, log=False, title="Two models at initialization: which one is post-norm?"
+        {"curve A": curve_a, "curve B": curve_b},
+        ax=ax,
+        log=False,
+        title="Two models at initialization: which one is post-norm?",
     )
     # colours used by no other plot of the lesson, so that they give nothing away
     for line, color in zip(lines, ("tab:purple", "tab:olive"), strict=True):

@@ -22,6 +22,17 @@ class Spec:
 
 #: Exercises that differ from the default, by the solution cell's grade_id.
 SPECS: dict[str, Spec] = {
+    # lesson 5 ex. 1, layer norm from the formula: no normalization function of torch (checked:
+    # nn.LayerNorm, F.layer_norm, torch.layer_norm and aten.layer_norm report "layer_norm";
+    # x - mean under F.rms_norm, x.view(-1, 1, d) under group/instance/batch norm are LN too)
+    "l5_ex1": Spec(
+        forbid=tuple(
+            f"{prefix}{name}_norm{overload}"
+            for name in ("layer", "group", "instance", "batch", "rms")
+            for prefix in ("", "native_")
+            for overload in ("", ".default")
+        )
+    ),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights)
     "l9_ex1": Spec(same_values=("token_embedding.weight",)),
 }
