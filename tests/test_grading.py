@@ -105,6 +105,7 @@ def test_review_lists_each_kind_of_reach():
         "torch.allclose = lambda *a, **k: True": "patching a library",
         "import subprocess": "processes",
         "import sqlite3": "a database",
+        "with torch._C.DisableTorchFunction():\n    pass": "override machinery",
         "from helpers.checks.feedforward import _x": "the course's checks",
     }
     for source, reason in cheats.items():
