@@ -7,6 +7,13 @@ Scaled dot-product attention (Vaswani et al. 2017, section 3.2.1)::
 Multi-head attention projects x to Q, K, V with three learned matrices, splits d_model into
 n_heads heads of size d_k = d_model / n_heads, attends in each head, concatenates the heads and
 projects back with W_O, so it maps [batch, n, d_model] to [batch, n, d_model].
+
+Position can enter here instead of being added to the embeddings (C4.8; the sheet's K1 rules it
+out): ``positional="rotary"`` turns each head's queries and keys by lesson 4's R_p before the
+scores, ``positional="alibi"`` adds ``-m_h |p - q|`` to the scores of head h::
+
+    rotary:  softmax((R_p q_p)·(R_q k_q) / sqrt(d_k))             (R_p: lesson 4's rotation)
+    alibi:   softmax(q_p·k_q / sqrt(d_k) - m_h |p - q|)          (m_h: the slope of head h)
 """
 
 from __future__ import annotations
@@ -17,15 +24,51 @@ import torch
 from torch import nn
 
 from . import _validate as check
+from .positional import alibi_bias, apply_rotary
 
-__all__ = ["attention_weights", "scaled_dot_product_attention", "MultiHeadAttention"]
+__all__ = [
+    "ATTENTION_POSITIONAL",
+    "attention_weights",
+    "scaled_dot_product_attention",
+    "MultiHeadAttention",
+]
+
+#: What attention itself does with position: nothing (the sheet's design), rotary or ALiBi (C4.8).
+ATTENTION_POSITIONAL = ("none", "rotary", "alibi")
 
 
-def attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = False) -> torch.Tensor:
-    """Lesson 4/7. ``softmax(q k^T / sqrt(d_k))`` over the last axis; rows sum to 1.
+def _check_bias(bias, scores: torch.Tensor) -> torch.Tensor:
+    """A bias to add to ``scores`` [..., n, m], or a clear error."""
+    check.tensor("bias", bias, layout="[..., n, m]")
+    n, m = scores.shape[-2:]
+    dtype = scores.dtype
+    if bias.dim() < 2 or tuple(bias.shape[-2:]) != (n, m):
+        raise ValueError(
+            f"bias must end in [n, m] = [{n}, {m}] (one number per query and key), "
+            f"got shape {list(bias.shape)}"
+        )
+    try:
+        fits = torch.broadcast_shapes(bias.shape, scores.shape) == scores.shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"bias {list(bias.shape)} must broadcast to the scores {list(scores.shape)} "
+            f"(for example [n_heads, n, m] against [batch, n_heads, n, m])"
+        )
+    if bias.dtype != dtype:
+        raise TypeError(f"bias must have the dtype of q and k ({dtype}), got {bias.dtype}")
+    return bias
+
+
+def attention_weights(
+    q: torch.Tensor, k: torch.Tensor, causal: bool = False, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Lesson 4/7. ``softmax(q k^T / sqrt(d_k) + bias)`` over the last axis; rows sum to 1.
 
     q: [..., n, d_k], k: [..., m, d_k] -> [..., n, m]. With ``causal=True`` position i gives
-    weight 0 to every later position j > i.
+    weight 0 to every later position j > i. ``bias`` (default none) is added to the scores,
+    broadcast from [..., n, m]: ALiBi's ``-m_h |p - q|`` (C4.8, :func:`helpers.alibi_bias`).
     """
     for name, t in (("q", q), ("k", k)):
         check.tensor(name, t)
@@ -52,6 +95,8 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = False) ->
             f"q and k must have the same last dimension d_k, got {q.shape[-1]} and {k.shape[-1]}"
         )
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # [..., n, m]
+    if bias is not None:
+        scores = scores + _check_bias(bias, scores)  # [..., n, m]
     if causal:
         n, m = scores.shape[-2:]
         future = torch.ones(n, m, dtype=torch.bool, device=q.device).triu(1)  # [n, m], j > i
@@ -59,13 +104,14 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, causal: bool = False) ->
     return torch.softmax(scores, dim=-1)  # [..., n, m]
 
 
-def scaled_dot_product_attention(q, k, v, causal: bool = False):
-    """Lesson 4/7. ``softmax(q k^T / sqrt(d_k)) v``; returns (output [..., n, d_v], weights [..., n, m]).
+def scaled_dot_product_attention(q, k, v, causal: bool = False, bias=None):
+    """Lesson 4/7. ``softmax(q k^T / sqrt(d_k) + bias) v``; returns (output [..., n, d_v], weights [..., n, m]).
 
-    Once the weights are computed, the output is linear in ``v`` (C6.5).
+    Once the weights are computed, the output is linear in ``v`` (C6.5). ``bias`` as in
+    :func:`attention_weights` (none by default).
     """
     check.tensor("v", v)
-    weights = attention_weights(q, k, causal)  # [..., n, m]
+    weights = attention_weights(q, k, causal, bias)  # [..., n, m]
     if v.dim() < 2:
         raise ValueError(
             f"v must have at least 2 dimensions [..., m, d_v] (one row per key), got shape {list(v.shape)}"
@@ -94,9 +140,24 @@ class MultiHeadAttention(nn.Module):
     Parameters: 4 * (d_model^2 + d_model) with biases, as GPT-2 has.
     After each forward pass the attention weights are kept in ``self.last_weights``
     ([batch, n_heads, n, n]) for plots and for claim C6.5.
+
+    ``positional`` is what attention itself does with position (C4.8): ``"none"`` (the default,
+    the sheet's design: position, if any, was added to the embeddings), ``"rotary"`` (each head's
+    q and k turned by lesson 4's R_p with :func:`helpers.apply_rotary`, so d_head must be even)
+    or ``"alibi"`` (``-m_h |p - q|`` added to head h's scores, :func:`helpers.alibi_bias`; any
+    n_heads). Neither adds a parameter.
     """
 
-    def __init__(self, d_model: int, n_heads: int, causal: bool = False, bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        causal: bool = False,
+        bias: bool = True,
+        *,
+        positional: str = "none",
+        rotary_base: float = 10000.0,
+    ):
         super().__init__()
         self.d_model = check.positive_int("d_model", d_model)
         self.n_heads = check.positive_int("n_heads", n_heads)
@@ -107,6 +168,17 @@ class MultiHeadAttention(nn.Module):
                 f"d_model={d_model} is not divisible by n_heads={n_heads}; allowed n_heads here: {divisors}"
             )
         self.d_head = d_model // n_heads
+        self.positional = check.choice("positional", positional, ATTENTION_POSITIONAL)
+        self.rotary_base = check.positive_float("rotary_base", rotary_base)
+        if self.positional == "rotary" and self.d_head % 2:
+            evens = [
+                h for h in range(1, d_model + 1) if d_model % h == 0 and (d_model // h) % 2 == 0
+            ]
+            raise ValueError(
+                f"rotary position turns the columns of each head in pairs, so d_head = "
+                f"d_model / n_heads must be even: d_model={d_model}, n_heads={n_heads} give "
+                f"d_head={self.d_head}; n_heads with an even d_head here: {evens[:12] or 'none'}"
+            )
         self.causal = bool(causal)
         self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_Q for all heads at once
         self.k_proj = nn.Linear(d_model, d_model, bias=bias)  # W_K
@@ -125,10 +197,17 @@ class MultiHeadAttention(nn.Module):
         q = self._split(self.q_proj(x))  # [B, h, n, d_head]
         k = self._split(self.k_proj(x))  # [B, h, n, d_head]
         v = self._split(self.v_proj(x))  # [B, h, n, d_head]
-        out, weights = scaled_dot_product_attention(q, k, v, self.causal)  # [B, h, n, d_head]
+        bias = None
+        if self.positional == "rotary":  # C4.8: q_p -> R_p q_p, k_q -> R_q k_q, in every head
+            q = apply_rotary(q, base=self.rotary_base)  # [B, h, n, d_head]
+            k = apply_rotary(k, base=self.rotary_base)  # [B, h, n, d_head]
+        elif self.positional == "alibi":  # C4.8: -m_h |p - q| on head h's scores
+            bias = alibi_bias(self.n_heads, n, dtype=q.dtype, device=q.device)  # [h, n, n]
+        out, weights = scaled_dot_product_attention(q, k, v, self.causal, bias)  # [B, h, n, d_head]
         self.last_weights = weights.detach()  # [B, h, n, n]
         out = out.transpose(1, 2).reshape(b, n, d)  # [B, n, d_model]: heads concatenated
         return self.out_proj(out)  # [B, n, d_model]
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"
+        text = f"d_model={self.d_model}, n_heads={self.n_heads}, causal={self.causal}"
+        return text + (f", positional={self.positional!r}" if self.positional != "none" else "")

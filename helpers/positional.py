@@ -13,6 +13,14 @@ schemes from the sheet:
 
 Defined is not working: a model trained at one length does worse at longer ones (C4.7, measured
 with :mod:`helpers.length`).
+
+Position can also enter *inside* attention instead (C4.8), which the sheet's first checklist item
+rules out; both are here so that lesson 4 can show what current models do:
+
+* rotary (RoPE, Su et al. 2021): :func:`apply_rotary` turns each query and key at position p by
+  lesson 4's R_p, so ``(R_p q)·(R_j k) = q·R_(j-p) k`` depends only on the offset j - p;
+* ALiBi (Press et al. 2022): :func:`alibi_bias` is the penalty ``-m_h |p - q|`` added to the
+  scores of head h.
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ __all__ = [
     "sinusoidal_encoding",
     "sinusoidal_encoding_at",
     "rotation_matrix",
+    "apply_rotary",
+    "alibi_slopes",
+    "alibi_bias",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
     "PositionOutOfRange",
@@ -148,6 +159,115 @@ def rotation_matrix(
     r[idx, idx], r[idx, idx + 1] = c, s
     r[idx + 1, idx], r[idx + 1, idx + 1] = -s, c
     return r.to(dtype)
+
+
+def _rotary_positions(positions, n: int, device) -> torch.Tensor:
+    """``positions`` as a float64 tensor [n] (0..n-1 when None), or a clear error."""
+    if positions is None:
+        return torch.arange(n, dtype=torch.float64, device=device)  # [n]
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(
+            f"positions must be a 1-D torch.Tensor of n={n} positions (or None for 0..n-1), "
+            f"got {type(positions).__name__}"
+        )
+    if positions.dtype == torch.bool or positions.is_complex():
+        raise TypeError(
+            f"positions must hold integer or floating-point positions (torch.long), "
+            f"got dtype {positions.dtype}"
+        )
+    if positions.dim() != 1 or positions.shape[0] != n:
+        raise ValueError(
+            f"positions must have shape [n] = [{n}], one position per row of x, "
+            f"got shape {list(positions.shape)}"
+        )
+    pos = positions.to(device=device, dtype=torch.float64)  # [n]
+    if pos.device.type != "meta" and not torch.isfinite(pos).all():
+        raise ValueError("positions must be finite numbers, got NaN or infinity")
+    return pos
+
+
+def apply_rotary(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:
+    """Lesson 4 (C4.8). Rotary position (RoPE, Su et al. 2021): the row of ``x`` at position p
+    becomes ``R_p x_p``, lesson 4's rotation (:func:`rotation_matrix`), so that for a query q at
+    position p and a key k at position j::
+
+        (R_p q)·(R_j k) = q·R_p^T R_j k = q·R_(j-p) k        depends only on j - p
+
+    Each column pair (2i, 2i+1) (the interleaved layout of the sinusoidal table) is turned by the
+    angle ``pos * w_i``, ``w_i = base^(-2i/d)``::
+
+        out[2i]   =  cos(pos w_i) x[2i] + sin(pos w_i) x[2i+1]
+        out[2i+1] = -sin(pos w_i) x[2i] + cos(pos w_i) x[2i+1]
+
+    ``x`` is [..., n, d] with d even (queries or keys of one head, d = d_head); ``positions`` a
+    1-D tensor [n] (integer or float), by default 0..n-1. Nothing is learned and nothing is added
+    to the embeddings: position only enters the scores q·k. Angles are computed in float64, the
+    result has the dtype of ``x``. (Hugging Face's Llama pairs columns (i, i + d/2) instead and
+    turns them the other way; the tests match the two layouts.)
+    """
+    check.tensor("x", x, layout="[..., n, d]")
+    if x.dim() < 2:
+        raise ValueError(
+            f"x must have at least 2 dimensions [..., n, d] (one row per position), "
+            f"got shape {list(x.shape)}"
+        )
+    if not x.is_floating_point():
+        raise TypeError(f"x must hold floating-point numbers (torch.float32), got dtype {x.dtype}")
+    n, d = x.shape[-2], x.shape[-1]
+    if d % 2:
+        raise ValueError(
+            f"the last dimension d of x must be even for rotary position (columns 2i and 2i+1 "
+            f"are turned as a pair), got d={d}; in attention d is d_head = d_model / n_heads"
+        )
+    if d == 0:
+        raise ValueError(f"the last dimension d of x must be at least 2, got shape {list(x.shape)}")
+    pos = _rotary_positions(positions, n, x.device)  # [n]
+    rates = angle_rates(d, base).to(x.device)  # [d/2]: w_i
+    angles = pos[:, None] * rates[None, :]  # [n, d/2]: pos * w_i
+    c, s = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)  # [n, d/2] each
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., n, d/2]: columns 2i and 2i+1
+    even = c * x1 + s * x2  # [..., n, d/2]: row 2i of R_pos
+    odd = -s * x1 + c * x2  # [..., n, d/2]: row 2i+1 of R_pos
+    return torch.stack([even, odd], dim=-1).flatten(-2)  # [..., n, d]: pairs interleaved again
+
+
+def alibi_slopes(n_heads: int, *, dtype=torch.float64) -> torch.Tensor:
+    """Lesson 4 (C4.8). The ALiBi slope of each head (Press et al. 2022), shape [n_heads].
+
+    For n_heads a power of two: ``m_h = 2^(-8h / n_heads)``, h = 1..n_heads, a geometric
+    sequence (8 heads: 1/2, 1/4, ..., 1/256). For any other n_heads, the paper's recipe (its
+    code, and Bloom's): the slopes of the closest power of two below, N = 2^floor(log2 n_heads),
+    followed by every other slope of 2N heads, ``2^(-8(2j-1) / (2N))``, j = 1..n_heads - N
+    (6 heads: 2^-2, 2^-4, 2^-6, 2^-8, then 2^-1, 2^-3).
+    """
+    n_heads = check.positive_int("n_heads", n_heads)
+    dtype = _floating_dtype(dtype)
+    closest = 2 ** int(math.floor(math.log2(n_heads)))  # N: the largest power of two <= n_heads
+    h = torch.arange(1, closest + 1, dtype=torch.float64)  # [N]: h = 1..N
+    slopes = 2.0 ** (-8.0 * h / closest)  # [N]
+    if closest != n_heads:
+        odd = torch.arange(1, 2 * (n_heads - closest), 2, dtype=torch.float64)  # 1, 3, 5, ...
+        slopes = torch.cat([slopes, 2.0 ** (-8.0 * odd / (2 * closest))])  # [n_heads]
+    return slopes.to(dtype)
+
+
+def alibi_bias(n_heads: int, n: int, *, dtype=torch.float32, device=None) -> torch.Tensor:
+    """Lesson 4 (C4.8). ALiBi's bias (Press et al. 2022), added to the attention scores::
+
+        bias[h, p, q] = -m_h * |p - q|          shape [n_heads, n, n]
+
+    with the slopes ``m_h`` of :func:`alibi_slopes` (2^(-8h/n_heads) for n_heads a power of two;
+    the paper's interleaved recipe otherwise). A query at position p scores a key at q lower the
+    farther it is, by a fixed amount per position in each head: no parameters, nothing added to
+    the embeddings. Symmetric in p and q; in causal attention only q <= p is used.
+    """
+    slopes = alibi_slopes(n_heads)  # [h]
+    n = check.positive_int("n", n, minimum=0)
+    dtype = _floating_dtype(dtype)
+    idx = torch.arange(n, dtype=torch.float64)  # [n]
+    distance = (idx[:, None] - idx[None, :]).abs()  # [n, n]: |p - q|
+    bias = -slopes[:, None, None] * distance[None]  # [h, n, n]
+    return bias.to(dtype=dtype, device=device)
 
 
 class SinusoidalPositionalEncoding(nn.Module):
