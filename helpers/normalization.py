@@ -10,6 +10,13 @@ does not depend on the batch (C5.4). A residual connection wraps a sublayer in o
 
     post-norm:  LayerNorm(x + Sublayer(x))      (the original Transformer)
     pre-norm:   x + Sublayer(LayerNorm(x))      (most current large models)
+
+RMSNorm (Zhang & Sennrich 2019; Llama and most current large models use it) drops the mean and
+the bias (C5.8)::
+
+    RMSNorm(x) = g * x / sqrt(mean(x^2) + eps)
+
+On a zero-mean vector mean(x^2) is the variance, so it equals layer norm without its shift.
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ from torch import nn
 
 from . import _validate as check
 
-__all__ = ["NORM_PLACEMENTS", "LayerNorm", "Residual"]
+__all__ = ["NORM_PLACEMENTS", "NORM_TYPES", "LayerNorm", "RMSNorm", "make_norm", "Residual"]
 
 NORM_PLACEMENTS = ("pre", "post", "none")
+#: Which normalization: layer norm (the sheet's, C5.3) or RMSNorm (C5.8).
+NORM_TYPES = ("layer", "rms")
 
 
 class LayerNorm(nn.Module):
@@ -50,22 +59,64 @@ class LayerNorm(nn.Module):
         return f"d_model={self.d_model}, eps={self.eps:g}"
 
 
+class RMSNorm(nn.Module):
+    """Lesson 5 (C5.8). ``g * x / sqrt(mean(x^2) + eps)`` over the last axis (Zhang & Sennrich
+    2019, used by Llama).
+
+    No mean is subtracted and there is no bias: only the root mean square of each token's
+    ``d_model`` features is divided out, then a learned gain ``weight`` (g, starting at 1) is
+    applied: d_model parameters. Equal to ``torch.nn.RMSNorm(d_model, eps)`` with the same
+    weight, and to layer norm without bias on a zero-mean vector (where mean(x^2) = var(x)).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.d_model = check.positive_int("d_model", d_model)
+        self.eps = check.positive_float("eps", eps)
+        self.weight = nn.Parameter(torch.ones(self.d_model))  # g [d_model]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check.tensor("x", x, last_dim=self.d_model, layout="[..., d_model]")
+        if not x.is_floating_point():
+            raise TypeError(
+                f"x must hold floating-point numbers (torch.float32), got dtype {x.dtype}"
+            )
+        mean_square = x.pow(2).mean(dim=-1, keepdim=True)  # [..., 1]: mean(x^2)
+        return self.weight * (x / torch.sqrt(mean_square + self.eps))  # [..., d_model]
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, eps={self.eps:g}"
+
+
+def make_norm(norm_type: str, d_model: int) -> nn.Module:
+    """Lesson 5. ``LayerNorm(d_model)`` for ``norm_type="layer"`` (eps 1e-5, gain and bias),
+    ``RMSNorm(d_model)`` for ``"rms"`` (eps 1e-6, gain only)."""
+    check.choice("norm_type", norm_type, NORM_TYPES)
+    return LayerNorm(d_model) if norm_type == "layer" else RMSNorm(d_model)
+
+
 class Residual(nn.Module):
     """Lesson 5 (C5.1). Wraps a shape-preserving sublayer in a residual connection.
 
     ``norm="pre"``:  ``x + sublayer(LayerNorm(x))``
     ``norm="post"``: ``LayerNorm(x + sublayer(x))``
     ``norm="none"``: ``x + sublayer(x)`` (no layer norm; for comparison in lesson 5)
+
+    ``norm_type`` chooses the normalization: ``"layer"`` (:class:`LayerNorm`, the default) or
+    ``"rms"`` (:class:`RMSNorm`, C5.8).
     """
 
-    def __init__(self, sublayer: nn.Module, d_model: int, norm: str = "pre"):
+    def __init__(
+        self, sublayer: nn.Module, d_model: int, norm: str = "pre", norm_type: str = "layer"
+    ):
         super().__init__()
         if not isinstance(sublayer, nn.Module):
             raise TypeError(f"sublayer must be a torch.nn.Module, got {type(sublayer).__name__}")
         self.sublayer = sublayer
         self.d_model = check.positive_int("d_model", d_model)
         self.norm_placement = check.choice("norm", norm, NORM_PLACEMENTS)
-        self.norm = LayerNorm(d_model) if norm != "none" else nn.Identity()
+        self.norm_type = check.choice("norm_type", norm_type, NORM_TYPES)
+        self.norm = make_norm(norm_type, self.d_model) if norm != "none" else nn.Identity()
         declared = getattr(sublayer, "d_model", None)
         if declared is not None and declared != d_model:
             raise ValueError(
@@ -92,4 +143,5 @@ class Residual(nn.Module):
         return x + self._sublayer(x)
 
     def extra_repr(self) -> str:
-        return f"norm={self.norm_placement!r}"
+        text = f"norm={self.norm_placement!r}"
+        return text + (f", norm_type={self.norm_type!r}" if self.norm_type != "layer" else "")
