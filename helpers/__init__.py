@@ -18,13 +18,15 @@ from .checklist import AuditReport, audit
 from .diagnostics import gradient_norms, next_token_loss
 from .feedforward import FeedForward, gelu, gelu_tanh, relu, silu, swiglu_hidden
 from .model import GPT2_SMALL, LMConfig, TransformerLM, init_weights
-from .normalization import LayerNorm, Residual
+from .normalization import LayerNorm, Residual, RMSNorm
 from .params import count_parameters, parameter_breakdown
 from .positional import (
     LearnedPositionalEmbedding,
     PositionOutOfRange,
     SinusoidalPositionalEncoding,
+    alibi_bias,
     angle_rates,
+    apply_rotary,
     rotation_matrix,
     sinusoidal_encoding,
     sinusoidal_encoding_at,
@@ -40,6 +42,8 @@ __all__ = [
     "angle_rates",
     "wavelengths",
     "rotation_matrix",
+    "apply_rotary",
+    "alibi_bias",
     "SinusoidalPositionalEncoding",
     "LearnedPositionalEmbedding",
     "PositionOutOfRange",
@@ -47,6 +51,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "MultiHeadAttention",
     "LayerNorm",
+    "RMSNorm",
     "Residual",
     "FeedForward",
     "relu",

@@ -15,9 +15,9 @@ import torch
 from torch import nn
 
 from . import _validate as check
-from .attention import MultiHeadAttention
+from .attention import ATTENTION_POSITIONAL, MultiHeadAttention
 from .feedforward import FeedForward
-from .normalization import Residual
+from .normalization import NORM_TYPES, Residual
 
 __all__ = [
     "TransformerBlock",
@@ -34,7 +34,9 @@ class TransformerBlock(nn.Module):
     """Lesson 7. ``x -> Residual(MHA) -> Residual(FFN)``; [batch, n, d_model] in and out.
 
     ``norm`` is "pre", "post" or "none" (residuals without layer norm), ``activation`` that of the
-    feed-forward block, ``d_ff`` defaults to 4 * d_model.
+    feed-forward block, ``d_ff`` defaults to 4 * d_model. ``norm_type`` is "layer" (LayerNorm,
+    the default) or "rms" (RMSNorm, C5.8); ``positional`` is what the attention does with position
+    itself: "none" (the default), "rotary" or "alibi" (C4.8, see :class:`MultiHeadAttention`).
     """
 
     def __init__(
@@ -46,17 +48,31 @@ class TransformerBlock(nn.Module):
         activation: str = "relu",
         causal: bool = False,
         bias: bool = True,
+        *,
+        norm_type: str = "layer",
+        positional: str = "none",
     ):
         super().__init__()
         self.d_model = check.positive_int("d_model", d_model)
-        self.attn = Residual(
-            MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias), d_model, norm
+        check.choice("norm_type", norm_type, NORM_TYPES)  # before any weight is drawn
+        check.choice("positional", positional, ATTENTION_POSITIONAL)
+        mha = MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias, positional=positional)
+        self.attn = Residual(mha, d_model, norm, norm_type)
+        self.ffn = Residual(
+            FeedForward(d_model, d_ff, activation, bias=bias), d_model, norm, norm_type
         )
-        self.ffn = Residual(FeedForward(d_model, d_ff, activation, bias=bias), d_model, norm)
 
     @property
     def norm_placement(self) -> str:
         return self.attn.norm_placement
+
+    @property
+    def norm_type(self) -> str:
+        return self.attn.norm_type
+
+    @property
+    def positional(self) -> str:
+        return self.attention.positional
 
     @property
     def attention(self) -> MultiHeadAttention:
@@ -242,6 +258,16 @@ def copy_from_torch_encoder_layer(
         )
     if mha.causal:
         raise ValueError("block is causal; TransformerEncoderLayer attends to every position")
+    if block.norm_type != "layer":
+        raise ValueError(
+            f"block has norm_type={block.norm_type!r}; TransformerEncoderLayer uses LayerNorm "
+            "(norm_type='layer')"
+        )
+    if mha.positional != "none":
+        raise ValueError(
+            f"block's attention has positional={mha.positional!r}; TransformerEncoderLayer has no "
+            "position inside attention (positional='none')"
+        )
     if sa.in_proj_weight is None or sa.in_proj_bias is None or mha.q_proj.bias is None:
         raise ValueError("both must have biases and one packed in_proj_weight (the defaults)")
     with torch.no_grad():

@@ -4,6 +4,11 @@
     h_l    = block_l(h_{l-1}),  l = 1..L                                     [B, n, d_model]
     logits = LN_f(h_L) @ W_out                                               [B, n, vocab_size]
 
+``positional`` "sinusoidal" or "learned" adds position to h_0 (the sheet's design, C4.5);
+"rotary" and "alibi" put it inside every attention instead and "none" nowhere (C4.8, C4.9): for
+these three nothing is added, h_0 = E[tokens]. ``norm_type="rms"`` uses RMSNorm (C5.8) in every
+place LayerNorm would be.
+
 The embedding E is vocab_size x d_model (C8.1); the output projection is d_model x vocab_size
 (C8.2). Tied (Press & Wolf 2017; Vaswani et al. 2017 section 3.4): W_out = E^T, the very same
 tensor (C8.3), which saves vocab_size * d_model parameters (C8.4).
@@ -19,11 +24,12 @@ from torch import nn
 
 from . import _validate as check
 from .blocks import TransformerBlock
-from .normalization import NORM_PLACEMENTS, LayerNorm
+from .normalization import NORM_PLACEMENTS, NORM_TYPES, LayerNorm, RMSNorm, make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 __all__ = [
     "POSITIONAL_KINDS",
+    "POSITIONAL_OPTIONS",
     "INITS",
     "LMConfig",
     "GPT2_SMALL",
@@ -33,7 +39,12 @@ __all__ = [
     "next_token_loss",
 ]
 
+#: The sheet's two schemes, added to the embeddings before the first block (C4.5); what
+#: :func:`helpers.length.train_at_length` measures (C4.7).
 POSITIONAL_KINDS = ("sinusoidal", "learned")
+#: Everything :class:`TransformerLM` accepts: the sheet's two, position inside attention
+#: (rotary, ALiBi: C4.8) and no position at all (C4.9).
+POSITIONAL_OPTIONS = (*POSITIONAL_KINDS, "rotary", "alibi", "none")
 INITS = ("gpt2", "xavier", "torch")
 
 
@@ -51,6 +62,7 @@ class LMConfig:
     norm: str = "pre"
     activation: str = "gelu"
     tie_weights: bool = True
+    norm_type: str = "layer"
 
 
 #: GPT-2 small (Radford et al. 2019): 124,439,808 parameters tied, 163,037,184 untied.
@@ -88,8 +100,11 @@ def coherent_defaults(positional: str) -> tuple[str, bool]:
       sqrt(d_model)), as in Vaswani et al. 2017, section 3.4.
     * ``"learned"``: both tables are trained parameters drawn alike, N(0, 0.02^2)
       (``init="gpt2"``, GPT-2's scheme), and nothing is scaled.
+    * ``"rotary"``, ``"alibi"``, ``"none"``: nothing is added to the token vectors, so there is
+      nothing for them to be comparable to: GPT-2's init and no scaling (Llama, rotary, and
+      Bloom, ALiBi, also draw their weights N(0, 0.02^2) and do not scale their embeddings).
     """
-    check.choice("positional", positional, POSITIONAL_KINDS)
+    check.choice("positional", positional, POSITIONAL_OPTIONS)
     if positional == "sinusoidal":
         return "xavier", True
     return "gpt2", False
@@ -104,7 +119,7 @@ def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
     original Transformer's scheme as fairseq implements it; under it post-norm's gradients grow
     with depth at initialization, Xiong et al. 2020).
     ``"torch"``: leave PyTorch's default initialization.
-    Layer norms are reset to weight 1, bias 0 in every scheme.
+    Layer norms are reset to weight 1, bias 0 in every scheme (RMSNorms to gain 1).
     """
     check.choice("scheme", scheme, INITS)
     if not isinstance(model, nn.Module):
@@ -125,6 +140,8 @@ def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
         elif isinstance(module, LayerNorm | nn.LayerNorm):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
+        elif isinstance(module, RMSNorm | nn.RMSNorm) and module.weight is not None:
+            nn.init.ones_(module.weight)
     return model
 
 
@@ -136,6 +153,12 @@ class TransformerLM(nn.Module):
     pre-norm, and the output projection d_model -> vocab_size (no bias). With
     ``tie_weights=True`` the projection's weight *is* the embedding's weight.
     Every Linear and LayerNorm has a bias, as in GPT-2: :data:`GPT2_SMALL` counts 124,439,808.
+
+    ``positional="rotary"`` or ``"alibi"`` puts position inside every block's attention (C4.8;
+    rotary needs an even d_head = d_model / n_heads) and ``"none"`` leaves it out (C4.9): then
+    ``self.position`` is an ``nn.Identity`` and h_0 = E[tokens], with no parameter and no length
+    limit from a table. ``norm_type="rms"`` puts :class:`~helpers.RMSNorm` (gain only, no bias)
+    wherever LayerNorm would be, the final norm included.
     """
 
     def __init__(
@@ -153,6 +176,7 @@ class TransformerLM(nn.Module):
         *,
         scale_embeddings: bool | None = None,
         init: str | None = None,
+        norm_type: str = "layer",
     ):
         super().__init__()
         self.config = LMConfig(
@@ -162,10 +186,11 @@ class TransformerLM(nn.Module):
             n_heads=check.positive_int("n_heads", n_heads),
             d_ff=d_ff,
             max_len=check.positive_int("max_len", max_len),
-            positional=check.choice("positional", positional, POSITIONAL_KINDS),
+            positional=check.choice("positional", positional, POSITIONAL_OPTIONS),
             norm=check.choice("norm", norm, NORM_PLACEMENTS),
             activation=activation,
             tie_weights=bool(tie_weights),
+            norm_type=check.choice("norm_type", norm_type, NORM_TYPES),
         )
         # C8.6: the defaults keep token and position at comparable sizes (see coherent_defaults)
         default_init, default_scale = coherent_defaults(self.config.positional)
@@ -179,13 +204,25 @@ class TransformerLM(nn.Module):
         self.token_embedding = nn.Embedding(vocab_size, d_model)  # W_E [vocab_size, d_model]
         if positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(d_model, max_len=max_len)
-        else:
+        elif positional == "learned":
             self.position = LearnedPositionalEmbedding(max_len, d_model)
+        else:  # rotary, alibi (inside attention) or none: nothing is added to the stream
+            self.position = nn.Identity()
+        inside = positional if positional in ("rotary", "alibi") else "none"
         self.blocks = nn.ModuleList(
-            TransformerBlock(d_model, n_heads, d_ff, norm=norm, activation=activation, causal=True)
+            TransformerBlock(
+                d_model,
+                n_heads,
+                d_ff,
+                norm=norm,
+                activation=activation,
+                causal=True,
+                norm_type=norm_type,
+                positional=inside,
+            )
             for _ in range(n_layers)
         )
-        self.final_norm = LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.final_norm = make_norm(norm_type, d_model) if norm == "pre" else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)  # weight [vocab_size, d_model]
         init_weights(self, self.init_scheme)
         if self.config.tie_weights:
@@ -202,7 +239,7 @@ class TransformerLM(nn.Module):
         h = self.token_embedding(tokens)  # [B, n, d]: row lookup in W_E
         if self.scale_embeddings:
             h = h * math.sqrt(self.config.d_model)
-        return self.position(h)  # [B, n, d]: position added once, before the first block
+        return self.position(h)  # [B, n, d]: position added once, before the first block (or not)
 
     def forward(self, tokens: torch.Tensor, return_hidden: bool = False):
         """tokens [B, n] (ids) -> logits [B, n, vocab_size].
@@ -227,4 +264,7 @@ class TransformerLM(nn.Module):
         return next_token_loss(self, tokens)
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
+        config = asdict(self.config)
+        if config["norm_type"] == "layer":  # the default, shown only when it is not
+            del config["norm_type"]
+        return ", ".join(f"{k}={v}" for k, v in config.items())

@@ -10,8 +10,8 @@ from torch import nn
 
 from . import _validate as check
 from .feedforward import ffn_parameter_count
-from .model import POSITIONAL_KINDS
-from .normalization import NORM_PLACEMENTS
+from .model import POSITIONAL_OPTIONS
+from .normalization import NORM_PLACEMENTS, NORM_TYPES
 
 __all__ = ["count_parameters", "parameter_breakdown", "lm_parameter_counts", "tying_saving"]
 
@@ -67,6 +67,7 @@ def lm_parameter_counts(
     norm: str = "pre",
     activation: str = "gelu",
     tie_weights: bool = True,
+    norm_type: str = "layer",
 ) -> dict[str, int]:
     """Lesson 8 (C8.4). The parameters of a :class:`~helpers.model.TransformerLM`, from formulas.
 
@@ -74,13 +75,17 @@ def lm_parameter_counts(
     check it against :func:`count_parameters` on the meta device)::
 
         embedding  = vocab_size * d_model                       (W_E, C8.1)
-        position   = max_len * d_model if learned, else 0       (sinusoidal has no parameters)
+        position   = max_len * d_model if learned, else 0       (sinusoidal, rotary, alibi, none:
+                                                                 no parameters)
         per block  = 4 (d_model^2 + d_model)                    (W_Q, W_K, W_V, W_O and biases)
                    + FFN(d_model, d_ff, activation)             (lesson 6)
-                   + 2 * 2 d_model if norm != "none"            (two LayerNorms, gamma and beta)
+                   + 2 * norm_size if norm != "none"            (two norms)
         blocks     = n_layers * per block
-        final_norm = 2 d_model if norm == "pre" else 0
+        final_norm = norm_size if norm == "pre" else 0
         output     = 0 if tie_weights else vocab_size * d_model (tied: W_E itself, C8.3)
+
+    where ``norm_size`` is 2 d_model for LayerNorm (gamma and beta) and d_model for RMSNorm
+    (``norm_type="rms"``: the gain only, C5.8).
 
     Returns a dict with those keys plus ``"per_block"`` and ``"total"`` (``per_block`` is not
     part of the sum). The saving from tying is ``vocab_size * d_model`` (:func:`tying_saving`).
@@ -89,19 +94,21 @@ def lm_parameter_counts(
     d_model = check.positive_int("d_model", d_model)
     n_layers = check.positive_int("n_layers", n_layers)
     max_len = check.positive_int("max_len", max_len)
-    check.choice("positional", positional, POSITIONAL_KINDS)
+    check.choice("positional", positional, POSITIONAL_OPTIONS)
     check.choice("norm", norm, NORM_PLACEMENTS)
+    check.choice("norm_type", norm_type, NORM_TYPES)
     if not isinstance(tie_weights, bool):
         raise TypeError(f"tie_weights must be True or False, got {tie_weights!r}")
     attention = 4 * (d_model * d_model + d_model)
     ffn = ffn_parameter_count(d_model, d_ff, activation)
-    norms = 0 if norm == "none" else 2 * 2 * d_model
+    norm_size = 2 * d_model if norm_type == "layer" else d_model  # [gamma, beta] or [g]
+    norms = 0 if norm == "none" else 2 * norm_size
     per_block = attention + ffn + norms
     counts = {
         "embedding": vocab_size * d_model,
         "position": max_len * d_model if positional == "learned" else 0,
         "blocks": n_layers * per_block,
-        "final_norm": 2 * d_model if norm == "pre" else 0,
+        "final_norm": norm_size if norm == "pre" else 0,
         "output": 0 if tie_weights else vocab_size * d_model,
     }
     counts["total"] = sum(counts.values())
