@@ -1,0 +1,520 @@
+"""Issue 18, the library: position inside attention (rotary, ALiBi: C4.8), no position at all
+(NoPE: C4.9), RMSNorm (C5.8), and TransformerLM with every positional kind and norm type.
+
+References: Hugging Face transformers' Llama rotary and Bloom ALiBi (tiny tensors, nothing
+downloaded), torch.nn.RMSNorm and torch.nn.LayerNorm.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+from torch import nn
+
+import helpers
+from helpers import (
+    LayerNorm,
+    MultiHeadAttention,
+    RMSNorm,
+    TransformerLM,
+    alibi_bias,
+    apply_rotary,
+    audit,
+    count_parameters,
+    parameter_breakdown,
+    rotation_matrix,
+)
+from helpers.blocks import TransformerBlock
+from helpers.model import GPT2_SMALL, POSITIONAL_OPTIONS, asdict, coherent_defaults
+from helpers.normalization import Residual
+from helpers.params import lm_parameter_counts
+from helpers.positional import alibi_slopes
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # transformers is a test-only reference: never download
+
+F64 = torch.float64
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Every tensor here is tiny: one torch thread is faster than several on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _rotated_scores(q, k, positions):
+    """Scores q_p·k_q after rotating every row of q and k by its position, [n, n]."""
+    return apply_rotary(q, positions) @ apply_rotary(k, positions).T  # [n, n]
+
+
+# --- C4.8 rotary -------------------------------------------------------------------------------
+
+
+def test_C4_8_rotary_is_rotation_matrix_applied_to_each_vector():
+    x = torch.randn(2, 3, 7, 8, dtype=F64)  # [B, h, n, d]
+    positions = torch.tensor([0, 1, 5, 2, 11, 40, 3])
+    got = apply_rotary(x, positions)  # [B, h, n, d]
+    assert got.dtype == F64 and got.shape == x.shape
+    for i, p in enumerate(positions.tolist()):
+        r = rotation_matrix(p, 8)  # [d, d]: lesson 4's R_p; x @ R^T applies R to each row
+        torch.testing.assert_close(got[..., i, :], x[..., i, :] @ r.T, rtol=0, atol=1e-12)
+    default = apply_rotary(x)  # positions 0..n-1
+    for p in range(7):
+        torch.testing.assert_close(
+            default[..., p, :], x[..., p, :] @ rotation_matrix(p, 8).T, rtol=0, atol=1e-12
+        )
+    # float positions work too, and float32 in gives float32 out
+    half = apply_rotary(x.float(), torch.tensor([0.5] * 7))
+    assert half.dtype == torch.float32
+    torch.testing.assert_close(half[0, 0, 0], (rotation_matrix(0.5, 8) @ x[0, 0, 0]).float())
+
+
+def test_C4_8_rotary_scores_depend_only_on_p_minus_q():
+    n, d = 9, 16
+    q, k = torch.randn(n, d, dtype=F64), torch.randn(n, d, dtype=F64)  # row i: at position i
+    base = _rotated_scores(q, k, torch.arange(n))  # [n, n]
+    for shift in (1, 7, 1000, -3):
+        moved = _rotated_scores(q, k, torch.arange(n) + shift)  # every position moved by shift
+        torch.testing.assert_close(moved, base, rtol=0, atol=1e-10)
+    # (R_p q)·(R_q k) = q·R_(q-p) k, lesson 4's rotation by the offset alone
+    for p, j in [(0, 0), (3, 1), (8, 2), (2, 7)]:
+        want = q[p] @ rotation_matrix(j - p, d) @ k[j]
+        torch.testing.assert_close(base[p, j], want, rtol=0, atol=1e-12)
+    # and the score does depend on the offset: the same q and k at other distances score differently
+    one_q, one_k = q[:1].expand(n, d), k[:1].expand(n, d)  # the same vectors at every position
+    s = _rotated_scores(one_q, one_k, torch.arange(n))  # [n, n]: depends on p - q only
+    torch.testing.assert_close(s.diagonal(2), s[0, 2].expand(n - 2), rtol=0, atol=1e-10)
+    assert (s[0] - s[0, 0]).abs().max() > 1e-2  # offsets 0..n-1 do not all score alike
+
+
+def test_C4_8_rotary_matches_hugging_face_llama_after_matching_the_pair_layout():
+    """Reference: transformers' Llama (``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``).
+
+    Pair layouts differ. The course pairs columns (2i, 2i+1) (interleaved, the sinusoidal table's
+    layout) and turns them by lesson 4's R_p: ``out[2i] = c x[2i] + s x[2i+1]``,
+    ``out[2i+1] = -s x[2i] + c x[2i+1]`` (c, s = cos, sin of p w_i). Llama pairs columns
+    (i, i + d/2) (the half-split layout, ``rotate_half``) and turns them the other way:
+    ``out[i] = c y[i] - s y[i+d/2]``, ``out[i+d/2] = s y[i] + c y[i+d/2]``. Both use
+    w_i = base^(-2i/d). So with the columns permuted, y[i] = x[2i+1] and y[i+d/2] = x[2i], they
+    agree; with the plain permutation y[i] = x[2i], y[i+d/2] = x[2i+1] they agree up to the sign
+    of the angle (positions negated). Either way the score depends only on p - q.
+    """
+    pytest.importorskip("transformers")
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import (
+        LlamaRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    b, h, n, d = 2, 3, 12, 16
+    config = LlamaConfig(hidden_size=h * d, num_attention_heads=h, head_dim=d)
+    assert config.rope_parameters["rope_theta"] == 10000.0  # the course's base
+    rope = LlamaRotaryEmbedding(config)
+    q, k = torch.randn(b, h, n, d), torch.randn(b, h, n, d)  # float32, Llama's layout
+    position_ids = torch.arange(n).expand(b, n)  # [B, n]
+    cos, sin = rope(q, position_ids)  # [B, n, d] each
+    q_hf, k_hf = apply_rotary_pos_emb(q, k, cos, sin)  # [B, h, n, d]
+
+    # Llama column j holds course column to_course[j]: y[i] = x[2i+1], y[i + d/2] = x[2i]
+    to_course = torch.cat([torch.arange(1, d, 2), torch.arange(0, d, 2)])  # [d]
+    course = torch.empty_like(q)
+    course[..., to_course] = q  # the same vectors in the course's interleaved layout
+    ours = apply_rotary(course.double())[..., to_course].float()  # back in Llama's layout
+    torch.testing.assert_close(ours, q_hf, rtol=0, atol=2e-5)
+    course_k = torch.empty_like(k)
+    course_k[..., to_course] = k
+    torch.testing.assert_close(
+        apply_rotary(course_k.double())[..., to_course].float(), k_hf, rtol=0, atol=2e-5
+    )
+
+    # the plain pairing (2i -> i, 2i+1 -> i + d/2) matches with the angle's sign flipped
+    plain = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])  # [d]
+    course[..., plain] = q
+    flipped = apply_rotary(course.double(), -torch.arange(n))[..., plain].float()
+    torch.testing.assert_close(flipped, q_hf, rtol=0, atol=2e-5)
+
+
+# --- C4.8 ALiBi --------------------------------------------------------------------------------
+
+
+def test_C4_8_alibi_slopes_for_8_heads_are_the_papers():
+    slopes = alibi_slopes(8)
+    assert slopes.tolist() == [1 / 2, 1 / 4, 1 / 8, 1 / 16, 1 / 32, 1 / 64, 1 / 128, 1 / 256]
+    for n_heads in (1, 2, 4, 16, 32):  # 2^(-8h/n_heads), h = 1..n_heads
+        want = [2.0 ** (-8 * h / n_heads) for h in range(1, n_heads + 1)]
+        torch.testing.assert_close(alibi_slopes(n_heads), torch.tensor(want, dtype=F64))
+
+
+def test_C4_8_alibi_bias_is_minus_slope_times_distance():
+    bias = alibi_bias(8, 6)
+    assert bias.shape == (8, 6, 6) and bias.dtype == torch.float32
+    slopes = alibi_slopes(8)
+    for h in range(8):
+        for p in range(6):
+            for q in range(6):
+                assert bias[h, p, q].item() == pytest.approx(-slopes[h].item() * abs(p - q))
+    assert torch.equal(bias, bias.transpose(1, 2))  # symmetric: |p - q|
+    assert torch.equal(bias.diagonal(dim1=1, dim2=2), torch.zeros(8, 6))  # no penalty at p = q
+    assert alibi_bias(4, 5, dtype=F64).dtype == F64
+
+
+def test_C4_8_alibi_non_power_of_two_follows_the_papers_recipe():
+    """n_heads not a power of two: the slopes of the closest power of two below (N), then every
+    other slope of 2N heads (Press et al.'s code, and Bloom's)."""
+    six = [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    assert alibi_slopes(6).tolist() == six
+    twelve = [2.0 ** (-h) for h in range(1, 9)] + [2.0 ** (-(2 * j - 1) / 2) for j in range(1, 5)]
+    torch.testing.assert_close(alibi_slopes(12), torch.tensor(twelve, dtype=F64))
+    assert alibi_slopes(3).tolist() == [2.0**-4, 2.0**-8, 2.0**-2]
+    assert alibi_bias(6, 4).shape == (6, 4, 4)
+
+
+@pytest.mark.parametrize("n_heads", [8, 6, 12, 3])
+def test_C4_8_alibi_matches_bloom_build_alibi_tensor(n_heads):
+    """Reference: transformers' Bloom ``build_alibi_tensor``. Its convention differs: it returns
+    the causal, non-negative ``m_h * q`` (q the key's position), the same for every query; since
+    a softmax ignores a constant added to a whole row, ``m_h * q`` and ``-m_h (p - q)`` give the
+    same causal attention (they differ by ``-m_h p`` on row p)."""
+    pytest.importorskip("transformers")
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+
+    n = 7
+    bloom = build_alibi_tensor(torch.ones(1, n), n_heads, torch.float32)[:, 0]  # [h, n]: m_h * q
+    ours = alibi_bias(n_heads, n)  # [h, n, n]: -m_h |p - q|
+    torch.testing.assert_close(bloom[:, 1].double(), alibi_slopes(n_heads), rtol=1e-6, atol=0)
+    causal = torch.ones(n, n, dtype=torch.bool).tril()  # [n, n]: q <= p
+    p = torch.arange(n, dtype=torch.float32)[:, None]  # [n, 1]
+    shift = -bloom[:, 1, None, None] * p  # [h, n, 1]: -m_h p
+    torch.testing.assert_close(
+        ours.masked_select(causal), (bloom[:, None, :] + shift).masked_select(causal)
+    )
+    scores = torch.randn(n_heads, n, n)
+    mask = ~causal
+    a = torch.softmax((scores + ours).masked_fill(mask, -math.inf), -1)
+    b = torch.softmax((scores + bloom[:, None, :]).masked_fill(mask, -math.inf), -1)
+    torch.testing.assert_close(a, b)
+
+
+# --- attention with position inside it ---------------------------------------------------------
+
+
+def test_C4_8_rotary_attention_equals_rotating_q_and_k_by_R_p():
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(16, 2, causal=True, positional="rotary").double()
+    x = torch.randn(2, 5, 16, dtype=F64)
+    q, k, v = (mha._split(w(x)) for w in (mha.q_proj, mha.k_proj, mha.v_proj))  # [B, h, n, d_h]
+    r = torch.stack([rotation_matrix(p, 8) for p in range(5)])  # [n, d_h, d_h]
+    q, k = (torch.einsum("pij,bhpj->bhpi", r, t) for t in (q, k))
+    out, _ = helpers.scaled_dot_product_attention(q, k, v, causal=True)  # [B, h, n, d_h]
+    want = mha.out_proj(out.transpose(1, 2).reshape(2, 5, 16))
+    torch.testing.assert_close(mha(x), want, rtol=0, atol=1e-12)
+
+
+def test_C4_8_alibi_attention_adds_minus_m_distance_to_each_heads_scores():
+    mha = MultiHeadAttention(16, 4, causal=True, positional="alibi").double()
+    x = torch.randn(2, 6, 16, dtype=F64)
+    mha(x)
+    q, k = mha._split(mha.q_proj(x)), mha._split(mha.k_proj(x))  # [B, h, n, d_h]
+    scores = q @ k.transpose(-2, -1) / 2.0 + alibi_bias(4, 6, dtype=F64)  # sqrt(d_h) = 2
+    scores = scores.masked_fill(torch.ones(6, 6, dtype=torch.bool).triu(1), -math.inf)
+    torch.testing.assert_close(mha.last_weights, scores.softmax(-1), rtol=0, atol=1e-12)
+
+
+def test_default_attention_is_unchanged_and_adds_no_state():
+    torch.manual_seed(2)
+    plain = MultiHeadAttention(16, 2, causal=True).double()
+    assert plain.positional == "none"
+    x = torch.randn(1, 5, 16, dtype=F64)
+    q, k, v = (plain._split(w(x)) for w in (plain.q_proj, plain.k_proj, plain.v_proj))
+    scores = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(
+        torch.ones(5, 5, dtype=torch.bool).triu(1), -math.inf
+    )
+    out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(1, 5, 16)
+    assert torch.equal(plain(x), plain.out_proj(out))
+    for kind in ("rotary", "alibi"):
+        other = MultiHeadAttention(16, 2, causal=True, positional=kind)
+        assert other.state_dict().keys() == plain.state_dict().keys()  # no parameter, no buffer
+        assert count_parameters(other) == count_parameters(plain) == 4 * (16 * 16 + 16)
+
+
+# --- C4.9 no position ----------------------------------------------------------------------------
+
+
+def test_C4_9_causal_attention_without_position_is_not_permutation_equivariant():
+    x = torch.randn(1, 6, 16, dtype=F64)
+    perm = torch.tensor([3, 0, 5, 1, 4, 2])
+    unmasked = MultiHeadAttention(16, 2).double()
+    torch.testing.assert_close(unmasked(x[:, perm]), unmasked(x)[:, perm], rtol=0, atol=1e-12)
+    causal = MultiHeadAttention(16, 2, causal=True).double()
+    assert (causal(x[:, perm]) - causal(x)[:, perm]).abs().max() > 1e-3  # the mask sees order
+    # the whole model with positional="none" too: no position anywhere, yet order matters
+    model = TransformerLM(30, 16, 2, 2, positional="none").double()
+    tokens = torch.randint(0, 30, (1, 6))
+    assert (model(tokens[:, perm]) - model(tokens)[:, perm]).abs().max() > 1e-3
+
+
+# --- C5.8 RMSNorm --------------------------------------------------------------------------------
+
+
+def test_C5_8_rmsnorm_formula_and_torch_reference():
+    norm = RMSNorm(12)
+    assert norm.eps == 1e-6 and count_parameters(norm) == 12  # one gain, no bias
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(12))
+    x = torch.randn(3, 5, 12) * 3 + 2  # not zero-mean
+    g = norm.weight
+    torch.testing.assert_close(norm(x), x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * g)
+    ref = nn.RMSNorm(12, eps=1e-6)
+    with torch.no_grad():
+        ref.weight.copy_(norm.weight)
+    torch.testing.assert_close(norm(x), ref(x))
+    norm64, ref64 = RMSNorm(12, eps=0.3).double(), nn.RMSNorm(12, eps=0.3).double()
+    with torch.no_grad():
+        ref64.weight.copy_(norm64.weight.copy_(torch.randn(12, dtype=F64)))
+    torch.testing.assert_close(norm64(x.double()), ref64(x.double()), rtol=0, atol=1e-14)
+
+
+def test_C5_8_rmsnorm_equals_layernorm_without_bias_on_zero_mean_input():
+    """torch.nn.LayerNorm computes (x - E[x]) / sqrt(Var[x] + eps) * gamma (+ beta), eps inside
+    the square root, as RMSNorm's x / sqrt(mean(x^2) + eps) * g: on zero-mean x, Var[x] is
+    mean(x^2), so the two agree for the same eps (a large eps shows the placement matters)."""
+    for eps in (1e-6, 0.5):
+        x = torch.randn(4, 7, 10, dtype=F64)
+        x = x - x.mean(-1, keepdim=True)  # zero mean across the features
+        rms, ours = RMSNorm(10, eps=eps).double(), LayerNorm(10, eps=eps).double()
+        torch_ln = nn.LayerNorm(10, eps=eps, bias=False).double()
+        with torch.no_grad():
+            g = torch.randn(10, dtype=F64)
+            for m in (rms, ours, torch_ln):
+                m.weight.copy_(g)
+        torch.testing.assert_close(rms(x), ours(x), rtol=0, atol=1e-13)
+        torch.testing.assert_close(rms(x), torch_ln(x), rtol=0, atol=1e-13)
+        shifted = x + 1.0  # not zero-mean: layer norm subtracts the mean, RMSNorm does not
+        assert (rms(shifted) - ours(shifted)).abs().max() > 1e-2
+
+
+def test_C5_8_residual_and_block_take_norm_type():
+    sub = nn.Linear(8, 8)
+    assert isinstance(Residual(sub, 8, "pre", "rms").norm, RMSNorm)
+    assert isinstance(Residual(sub, 8, "post").norm, LayerNorm)
+    block = TransformerBlock(16, 2, norm_type="rms", positional="rotary", causal=True)
+    assert block.norm_type == "rms" and block.positional == "rotary"
+    assert isinstance(block.attn.norm, RMSNorm) and isinstance(block.ffn.norm, RMSNorm)
+    assert block(torch.randn(2, 5, 16)).shape == (2, 5, 16)
+
+
+# --- TransformerLM with every option -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_OPTIONS)
+@pytest.mark.parametrize("norm_type", ["layer", "rms"])
+@pytest.mark.parametrize("norm", ["pre", "post", "none"])
+def test_transformer_lm_every_positional_norm_type_and_placement(positional, norm_type, norm):
+    model = TransformerLM(
+        23, 16, 2, 2, max_len=12, positional=positional, norm=norm, norm_type=norm_type
+    )
+    tokens = torch.randint(0, 23, (2, 9))
+    assert model(tokens).shape == (2, 9, 23)
+    counts = lm_parameter_counts(
+        23, 16, 2, max_len=12, positional=positional, norm=norm, norm_type=norm_type
+    )
+    assert count_parameters(model) == counts["total"] == parameter_breakdown(model)["total"]
+    assert parameter_breakdown(model)["position"] == counts["position"]
+    kinds = {type(m) for m in model.modules()}
+    assert (RMSNorm in kinds) == (norm_type == "rms" and norm != "none")
+    assert (LayerNorm in kinds) == (norm_type == "layer" and norm != "none")
+    inside = positional if positional in ("rotary", "alibi") else "none"
+    assert all(b.attention.positional == inside for b in model.blocks)
+    if positional in ("rotary", "alibi", "none"):  # nothing added to the stream
+        assert isinstance(model.position, nn.Identity)
+        assert torch.equal(model.embed(tokens), model.token_embedding(tokens))
+        assert (model.init_scheme, model.scale_embeddings) == ("gpt2", False)
+    else:
+        assert not torch.equal(model.embed(tokens), model.token_embedding(tokens))
+
+
+@pytest.mark.parametrize("positional", ["rotary", "alibi", "none"])
+def test_coherent_defaults_for_position_not_added(positional):
+    assert coherent_defaults(positional) == ("gpt2", False)
+    model = TransformerLM(20, 16, 1, 2, positional=positional, tie_weights=False, init="xavier")
+    assert model.init_scheme == "xavier" and model.scale_embeddings is False  # still overridable
+
+
+def test_count_parameters_by_hand_rotary_rms():
+    vocab, d, layers, d_ff = 50, 32, 2, 128  # d_ff = 4 d_model (the default), GELU
+    attention = 4 * (d * d + d)  # W_Q, W_K, W_V, W_O with biases; rotary adds nothing
+    ffn = (d * d_ff + d_ff) + (d_ff * d + d)  # W1, b1, W2, b2
+    norms = 2 * d  # two RMSNorms per block, a gain each, no bias
+    by_hand = vocab * d + layers * (attention + ffn + norms) + d  # + the final RMSNorm's gain
+    assert by_hand == 1600 + 2 * (4224 + 8352 + 64) + 32 == 26912
+    model = TransformerLM(vocab, d, layers, 4, positional="rotary", norm_type="rms")
+    assert count_parameters(model) == by_hand
+    untied = TransformerLM(vocab, d, layers, 4, positional="alibi", tie_weights=False)
+    assert count_parameters(untied) == by_hand + vocab * d + (2 * layers + 1) * d  # LN biases
+
+
+def test_C8_4_gpt2_small_still_counts_124_439_808_and_rms_drops_the_norm_biases():
+    config = asdict(GPT2_SMALL)
+    assert config["norm_type"] == "layer"
+    with torch.device("meta"):
+        gpt2 = TransformerLM(**config)
+        rms = TransformerLM(**{**config, "norm_type": "rms"})
+        rotary = TransformerLM(**{**config, "positional": "rotary", "norm_type": "rms"})
+    assert count_parameters(gpt2) == 124_439_808
+    assert count_parameters(rms) == 124_439_808 - 25 * 768  # 25 norms lose their bias
+    assert count_parameters(rotary) == 124_439_808 - 25 * 768 - 1024 * 768  # and the table
+
+
+# --- K1: the audit on each positional kind -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("positional", "verdict", "finding"),
+    [
+        ("rotary", "failed", "position enters inside attention (rotary)"),
+        ("alibi", "failed", "position enters inside attention (ALiBi-style"),
+        ("none", "failed", "no position information enters before the first block"),
+        ("sinusoidal", "passed", "position enters once, before the first block"),
+    ],
+)
+def test_C4_8_audit_K1_on_each_positional_kind(positional, verdict, finding):
+    torch.manual_seed(0)
+    model = TransformerLM(50, 32, 2, 4, max_len=32, positional=positional)
+    report = audit(model)
+    k1 = report["K1"]
+    assert k1.status == verdict and k1.finding.startswith(finding), k1.finding
+    assert report.failed == (["K1"] if verdict == "failed" else [])  # K2-K5 are unaffected
+    if positional in ("rotary", "alibi"):
+        assert "not added to the token embeddings: the sheet's rule fails" in k1.finding
+        assert ("RoPE" if positional == "rotary" else "ALiBi") in " ".join(k1.evidence)
+
+
+# --- bad arguments -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: apply_rotary(torch.zeros(4, 7)), ValueError, "d of x must be even.*d=7"),
+        (
+            lambda: apply_rotary(torch.zeros(7)),
+            ValueError,
+            r"at least 2 dimensions \[\.\.\., n, d\]",
+        ),
+        (
+            lambda: apply_rotary(torch.zeros(4, 6, dtype=torch.long)),
+            TypeError,
+            "x must hold floating",
+        ),
+        (lambda: apply_rotary([[0.0, 1.0]]), TypeError, "x must be a torch.Tensor"),
+        (
+            lambda: apply_rotary(torch.zeros(4, 6), torch.arange(5)),
+            ValueError,
+            r"positions must have shape \[n\] = \[4\].*got shape \[5\]",
+        ),
+        (
+            lambda: apply_rotary(torch.zeros(4, 6), torch.zeros(1, 4)),
+            ValueError,
+            r"positions must have shape \[n\] = \[4\]",
+        ),
+        (
+            lambda: apply_rotary(torch.zeros(4, 6), torch.ones(4, dtype=torch.bool)),
+            TypeError,
+            "positions must hold integer or floating-point positions",
+        ),
+        (
+            lambda: apply_rotary(torch.zeros(4, 6), [0, 1, 2, 3]),
+            TypeError,
+            "positions must be a 1-D torch.Tensor",
+        ),
+        (
+            lambda: apply_rotary(torch.zeros(4, 6), base=0),
+            ValueError,
+            "base must be a finite number > 0",
+        ),
+        (
+            lambda: MultiHeadAttention(12, 4, positional="rotary"),
+            ValueError,
+            "d_head = d_model / n_heads must be even.*d_head=3",
+        ),
+        (
+            lambda: TransformerLM(10, 12, 1, 4, positional="rotary"),
+            ValueError,
+            "d_head = d_model / n_heads must be even",
+        ),
+        (lambda: alibi_bias(0, 4), ValueError, "n_heads must be a positive whole number, got 0"),
+        (lambda: alibi_bias(2.5, 4), TypeError, "n_heads must be a whole number"),
+        (lambda: alibi_bias(True, 4), TypeError, "n_heads must be a whole number"),
+        (lambda: alibi_bias(4, -1), ValueError, "n must be a whole number >= 0"),
+        (lambda: alibi_bias(4, 3, dtype=torch.long), TypeError, "dtype must be a floating-point"),
+        (
+            lambda: MultiHeadAttention(16, 2, positional="relative"),
+            ValueError,
+            "positional must be one of 'none', 'rotary', 'alibi'",
+        ),
+        (
+            lambda: helpers.attention_weights(
+                torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), bias=torch.zeros(3, 5)
+            ),
+            ValueError,
+            r"bias must end in \[n, m\] = \[3, 3\]",
+        ),
+        (
+            lambda: helpers.attention_weights(
+                torch.zeros(2, 3, 4), torch.zeros(2, 3, 4), bias=torch.zeros(3, 3, dtype=F64)
+            ),
+            TypeError,
+            "bias must have the dtype of q and k",
+        ),
+        (
+            lambda: TransformerLM(10, 16, 1, 2, norm_type="batch"),
+            ValueError,
+            "norm_type must be one of 'layer', 'rms'; got 'batch'",
+        ),
+        (
+            lambda: TransformerBlock(16, 2, norm_type="batch"),
+            ValueError,
+            "norm_type must be one of 'layer', 'rms'",
+        ),
+        (
+            lambda: Residual(nn.Identity(), 8, norm_type="group"),
+            ValueError,
+            "norm_type must be one of",
+        ),
+        (
+            lambda: lm_parameter_counts(10, 16, 1, norm_type="rmsnorm"),
+            ValueError,
+            "norm_type must be one of",
+        ),
+        (
+            lambda: TransformerLM(10, 16, 1, 2, positional="relative"),
+            ValueError,
+            "positional must be one of 'sinusoidal', 'learned', 'rotary', 'alibi', 'none'",
+        ),
+        (lambda: RMSNorm(8, eps=0), ValueError, "eps must be a finite number > 0"),
+        (lambda: RMSNorm(8)(torch.zeros(2, 6)), ValueError, "d_model=8"),
+        (
+            lambda: RMSNorm(8)(torch.zeros(2, 8, dtype=torch.long)),
+            TypeError,
+            "x must hold floating",
+        ),
+    ],
+)
+def test_bad_arguments_name_the_argument_and_what_is_allowed(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_copy_from_torch_encoder_layer_refuses_rms_and_rotary_blocks():
+    layer = nn.TransformerEncoderLayer(16, 2, 64, dropout=0.0, batch_first=True)
+    with pytest.raises(ValueError, match="norm_type='rms'"):
+        helpers.blocks.copy_from_torch_encoder_layer(
+            layer, TransformerBlock(16, 2, 64, norm="post", norm_type="rms")
+        )
+    with pytest.raises(ValueError, match="positional='rotary'"):
+        helpers.blocks.copy_from_torch_encoder_layer(
+            layer, TransformerBlock(16, 2, 64, norm="post", positional="rotary")
+        )
