@@ -1,7 +1,9 @@
 """Lesson 6: the position-wise feed-forward block (claims C6.1-C6.5, checks, plots, explorer)."""
 
+import json
 import math
 import statistics
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
@@ -27,6 +29,8 @@ from helpers.feedforward import ffn_parameter_count, trace_shapes
 from helpers.plots.feedforward import plot_activations, plot_shape_diagram
 from helpers.widgets import feedforward_explorer
 from helpers.widgets.feedforward import ffn_pieces
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _by_hand(ffn: FeedForward, x: torch.Tensor) -> torch.Tensor:
@@ -534,7 +538,7 @@ def test_check_ffn_forward_right_answer(capsys):
         (lambda x, w1, b1, w2, b2: torch.relu(x @ w1 + b1) @ w2, "b2 is missing"),
         (lambda x, w1, b1, w2, b2: torch.relu(x @ w1) @ w2 + b2, "b1 is missing"),
         (lambda x, w1, b1, w2, b2: (torch.relu(x @ w1) + b1) @ w2 + b2, "b1 is added after"),
-        (lambda x, w1, b1, w2, b2: torch.sigmoid(x @ w1 + b1) @ w2 + b2, "largest difference"),
+        (lambda x, w1, b1, w2, b2: torch.sigmoid(x @ w1 + b1) @ w2 + b2, "entries differ"),
     ],
 )
 def test_check_ffn_forward_wrong_answers(answer, expected):
@@ -599,20 +603,22 @@ def _coarse_grid_answer(points):
 
 
 def test_check_most_different_input_explains_a_coarse_grid():
-    """Issue 14 point 11: a 101-point grid (answer +-0.72) is told what is wrong, with numbers."""
+    """Issue 14 point 11: a 101-point grid (answer +-0.72) is told what is wrong, with numbers;
+    issue 15: never where the peak is, nor the peak's height."""
     assert abs(abs(_coarse_grid_answer(101)) - 0.72) < 1e-12
     with pytest.raises(ExerciseFailed) as info:
         checks.check_most_different_input(lambda: _coarse_grid_answer(101))
     message = str(info.value)
     for words in (
-        "-0.72 is",
-        "0.0318 from the peak at x = ±0.752",
+        "-0.72 is near the peak but not within 0.005",
         "101-point grid",
         "(step 0.08)",
-        "0.16975 there against 0.16997",
+        "0.16975 there",
         "0.01 or finer",
     ):
         assert words in message, (words, message)
+    for answer in ("0.752", "0.7518", "0.16997", "0.1700", "0.0318"):
+        assert answer not in message, (answer, message)
 
 
 @pytest.mark.parametrize("points,passes", [(801, True), (8001, True), (401, False), (201, False)])
@@ -655,32 +661,23 @@ def _nudge_last_only(f):
     return bool(((f(nudged) - f(x)).abs().amax(dim=-1)[:-1] > 1e-9).any())
 
 
-def test_C6_4_suspects_are_labelled_by_their_jacobian():
-    """The truth the check uses, from an independent method: the Jacobian's off-diagonal blocks."""
-    x = torch.randn(5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    for name, f, mixes, what in checks.suspects():
-        jac = torch.autograd.functional.jacobian(f, x, vectorize=True)  # [5, 8, 5, 8]
-        across = jac.abs().amax(dim=(1, 3))  # [5, 5]: output row i w.r.t. input row j
-        off_diagonal = across[~torch.eye(5, dtype=torch.bool)]
-        assert bool((off_diagonal > 1e-9).any()) == mixes, name
-        assert what and isinstance(what, str)
-
-
-def test_C6_4_suspects_leave_the_random_state_alone_and_reject_bad_input():
-    state = torch.random.get_rng_state()
-    cases = checks.suspects()
-    assert torch.equal(state, torch.random.get_rng_state())
-    plain = cases[0][1]
-    for bad in (torch.randn(8), torch.randn(4, 7), torch.randn(2, 3, 8), [1.0] * 8):
-        with pytest.raises(ValueError, match=r"each suspect takes x of shape \[n, 8\]"):
-            plain(bad)
-
-
 def test_check_mixes_positions_right_answers(capsys):
     checks.check_mixes_positions(_nudge_every_position)
-    checks.check_mixes_positions(lambda f: torch.tensor(_nudge_every_position(f)))  # a bool tensor
+    checks.check_mixes_positions(_nudge_last_only)  # the positional traps are in the hidden tests
     out = capsys.readouterr().out
-    assert out.count("✓") == 2 and "7 suspects" in out
+    assert out.count("✓") == 2 and "graded by hidden tests" in out
+
+
+def test_check_mixes_positions_catches_a_permutation_test():
+    """Self-attention commutes with permuting positions (C4.9) and mixes them (C6.5)."""
+    with pytest.raises(ExerciseFailed, match="says self-attention does not mix positions"):
+        checks.check_mixes_positions(_permutation_test)
+
+
+def test_check_mixes_positions_leaves_the_random_state_alone():
+    state = torch.random.get_rng_state()
+    checks.check_mixes_positions(_nudge_every_position)
+    assert torch.equal(state, torch.random.get_rng_state())
 
 
 @pytest.mark.parametrize(
@@ -688,16 +685,18 @@ def test_check_mixes_positions_right_answers(capsys):
     [
         (None, "is None"),
         (_raises(NotImplementedError()), "not implemented yet"),
-        (lambda f: True, "says `plain` mixes positions"),
-        (lambda f: False, "says `centred` does not mix positions.*3 more of the 7"),
-        (_permutation_test, "`centred`.*a permutation test cannot see it"),
-        (_nudge_last_only, "`running_sum`.*changing the last position moves no other row"),
-        (lambda f: not _nudge_every_position(f), "says `plain` mixes positions"),
+        (lambda f: True, "says the feed-forward block itself mixes positions.*C6.4"),
+        (lambda f: False, "says self-attention does not mix positions.*C6.5"),
+        (lambda f: not _nudge_every_position(f), "says the feed-forward block itself mixes"),
         (lambda f: None, "is None: did you forget to `return` True or False"),
         (lambda f: 1, r"should return True or False \(a bool\), got 1 \(int\)"),
         (lambda f: "True", "got 'True' \\(str\\)"),
         (lambda f: torch.zeros(3), "got a tensor of shape \\[3\\]"),
-        (lambda f: f(torch.randn(8)), r"raised ValueError: each suspect takes x of shape \[n, 8\]"),
+        (lambda f: torch.tensor(_nudge_every_position(f)), r"wrap it in bool\(\.\.\.\)"),
+        (
+            lambda f: f(torch.randn(8)),
+            r"raised ValueError: each function takes x of shape \[n, 8\]",
+        ),
     ],
 )
 def test_check_mixes_positions_wrong_answers(answer, expected):
@@ -706,21 +705,132 @@ def test_check_mixes_positions_wrong_answers(answer, expected):
     assert "\n" not in str(info.value)
 
 
-def test_check_mixes_positions_scaled_by_position_trap():
-    """A test that asks "does it treat every position alike" misjudges scaled_by_position."""
+# ---------------------------------------------------------------- hidden tests (issue 15)
 
-    def position_dependent(f):  # True when the output at a row changes if the row is moved
-        x = torch.randn(6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
-        return not torch.allclose(f(x.roll(1, 0)), f(x).roll(1, 0))
 
-    with pytest.raises(ExerciseFailed, match="scaled_by_position"):
-        checks.check_mixes_positions(
-            lambda f: (
-                position_dependent(f)
-                if f.__name__ == "scaled_by_position"
-                else _nudge_every_position(f)
-            )
+def _notebook_cell(grade_id):
+    nb = json.loads((ROOT / "notebooks" / "06_feed_forward.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            return "".join(cell["source"])
+    raise AssertionError(f"no cell {grade_id}")
+
+
+def _hidden_records(grade_id, namespace, tmp_path, monkeypatch):
+    """Run the hidden block of a check cell with ``namespace`` and return what it recorded."""
+    source = _notebook_cell(f"{grade_id}_check")
+    hidden = source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+    log = tmp_path / f"{grade_id}-{len(list(tmp_path.iterdir()))}.jsonl"  # one log per run
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    import helpers.grading
+
+    monkeypatch.setattr(helpers.grading, "_cases", {})
+    exec(compile(hidden, grade_id, "exec"), {"torch": torch, **namespace})
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def _solution(grade_id):
+    namespace = {"torch": torch, "relu": relu, "gelu": gelu}
+    exec(_notebook_cell(grade_id), namespace)
+    return namespace
+
+
+def _jacobian_mixes(f, n=5):
+    """The truth from an independent method: any nonzero off-diagonal block of the Jacobian."""
+    x = torch.randn(n, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    jac = torch.autograd.functional.jacobian(f, x, vectorize=True)  # [n, 8, n, 8]
+    across = jac.abs().amax(dim=(1, 3))  # [n, n]: output row i w.r.t. input row j
+    return bool((across[~torch.eye(n, dtype=torch.bool)] > 1e-9).any())
+
+
+def _nudge_first_only(f):
+    x = torch.randn(6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    nudged = x.clone()
+    nudged[0] += 1.0
+    return bool(((f(nudged) - f(x)).abs().amax(dim=-1)[1:] > 1e-9).any())
+
+
+def _position_dependent(f):  # "does it treat every position alike": not the question
+    x = torch.randn(6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    return not torch.allclose(f(x.roll(1, 0)), f(x).roll(1, 0))
+
+
+def _axis_confused(f):  # nudges one feature of every row: a change along the vector, not a row
+    x = torch.randn(6, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(6))
+    nudged = x.clone()
+    nudged[:, 0] += 1.0
+    return bool(((f(nudged) - f(x)).abs() > 1e-9).all())
+
+
+@pytest.mark.slow  # several seconds on a shared machine
+def test_exercise4_hidden_suspects_solution_agrees_with_the_jacobian(tmp_path, monkeypatch):
+    """The solution's records (what graded answers are compared with) are the Jacobian's truth,
+    and each wrong method of the lesson's tests misjudges some hidden case."""
+    solution = _solution("l6_ex4")["mixes_positions"]
+    truth = _hidden_records("l6_ex4", {"mixes_positions": _jacobian_mixes}, tmp_path, monkeypatch)
+    got = _hidden_records("l6_ex4", {"mixes_positions": solution}, tmp_path, monkeypatch)
+    assert 2 <= len(truth) <= 4 and all("value" in r for r in truth), truth
+    assert [r["value"] for r in got] == [r["value"] for r in truth]
+    flat = [v for r in truth for v in r["value"]]
+    assert True in flat and False in flat and len(flat) >= 8
+    for method in (_permutation_test, _nudge_last_only, _nudge_first_only, _position_dependent):
+        wrong = _hidden_records("l6_ex4", {"mixes_positions": method}, tmp_path, monkeypatch)
+        assert [r.get("value") for r in wrong] != [r["value"] for r in truth], method.__name__
+        # and the visible check does not tell it apart: only the hidden tests grade it
+    for method in (lambda f: True, lambda f: False, _axis_confused):
+        wrong = _hidden_records("l6_ex4", {"mixes_positions": method}, tmp_path, monkeypatch)
+        assert [r.get("value") for r in wrong] != [r["value"] for r in truth]
+
+
+def test_hidden_cases_record_plain_data_and_differ_from_the_visible_ones(tmp_path, monkeypatch):
+    ex1 = _hidden_records("l6_ex1", _solution("l6_ex1"), tmp_path, monkeypatch)
+    assert [r["value"] for r in ex1] == [
+        float(count_parameters(FeedForward(d, f))) for d, f in [(384, 1536), (5, 13), (16, 3)]
+    ]
+    assert not {(384, 1536), (5, 13), (16, 3)} & set(checks._SIZES)
+    ex2 = _hidden_records("l6_ex2", _solution("l6_ex2"), tmp_path, monkeypatch)
+    assert [r["value"]["tensor"]["shape"] for r in ex2] == [[3, 5], [2, 4], [2, 3]]
+    assert [r["value"]["tensor"]["dtype"] for r in ex2] == ["torch.float32"] * 2 + ["torch.float64"]
+    assert all("linear" not in r["calls"] for r in ex2)
+    (ex3,) = _hidden_records("l6_ex3", _solution("l6_ex3"), tmp_path, monkeypatch)
+    assert abs(ex3["value"] - 0.7517916) < 1e-4  # the maximiser of x Phi(-x), below
+    # the ways around the exercise are recorded, so the grader (tools/grading/spec.py) refuses them
+    by_module = {"count_ffn_parameters": lambda d, f: count_parameters(FeedForward(d, f))}
+    calls = _hidden_records("l6_ex1", by_module, tmp_path, monkeypatch)[0]["calls"]
+    assert {"empty", "numel"} <= set(calls)
+    by_linear = {
+        "ffn_forward": lambda x, w1, b1, w2, b2: F.linear(F.relu(F.linear(x, w1.T, b1)), w2.T, b2)
+    }
+    assert "linear" in _hidden_records("l6_ex2", by_linear, tmp_path, monkeypatch)[0]["calls"]
+
+
+def test_no_answer_ships_in_the_checks_module():
+    """Issue 15: no answer constant, reference function or suspect table in helpers.checks."""
+    import inspect
+
+    source = inspect.getsource(checks)
+    for leaked in ("0.7517", "0.752", "0.1699", "2,099,712", "2099712", "def suspects", "_ARGMAX"):
+        assert leaked not in source, leaked
+    assert not [name for name in dir(checks) if name.startswith("_reference")]
+
+
+def test_check_ffn_forward_never_shows_the_expected_values():
+    with pytest.raises(ExerciseFailed, match=r"30 of its 30 entries differ") as info:
+        checks.check_ffn_forward(lambda *a: _right_forward(*a) * 1.01)
+    assert "expected" not in str(info.value) and "got" not in str(info.value)
+
+
+def test_check_ffn_forward_refuses_f_linear():
+    with pytest.raises(ExerciseFailed, match="calls F.linear") as info:
+        checks.check_ffn_forward(
+            lambda x, w1, b1, w2, b2: F.linear(F.relu(F.linear(x, w1.T, b1)), w2.T, b2)
         )
+    assert "\n" not in str(info.value)
+
+
+def test_check_parameter_count_refuses_counting_a_built_block():
+    with pytest.raises(ExerciseFailed, match="builds tensors or a block"):
+        checks.check_parameter_count(lambda d, f: count_parameters(FeedForward(d, f)))
 
 
 def _grid_answer():
@@ -751,7 +861,7 @@ def test_check_most_different_input_right_answers(capsys):
         (lambda: 4.0, "elsewhere in"),  # argmax of gelu - relu (signed, wrong way round)
         (lambda: 0.0, "elsewhere in"),
         (lambda: 0.5, "elsewhere in"),
-        (lambda: 0.7518 * 1.01, "so flat that a coarse grid"),  # 1 % off: flat gap, wrong place
+        (lambda: 0.7518 * 1.01, "so flat near its peak"),  # 1 % off: flat gap, wrong place
         (lambda: -0.76, "best point of the 201-point"),
         (lambda: 12.5, "outside the range"),
     ],
@@ -780,3 +890,68 @@ def test_exact_maximiser_of_relu_gelu_gap():
     phi = math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
     Phi_minus = 0.5 * math.erfc(x / math.sqrt(2))
     assert abs(Phi_minus - x * phi) < 1e-6
+
+
+def _judged(grade_id, namespace, tmp_path, monkeypatch):
+    """The grader's verdict (tools/grading) on ``namespace``'s answer against the solution's."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from grading.verdicts import judge
+
+    def by_case(entries):
+        return {e["case"]: [e] for e in entries}
+
+    reference = _hidden_records(grade_id, _solution(grade_id), tmp_path, monkeypatch)
+    student = _hidden_records(grade_id, namespace, tmp_path, monkeypatch)
+    return judge(grade_id, by_case(reference), by_case(student))
+
+
+@pytest.mark.slow  # several seconds on a shared machine
+def test_grader_verdicts_on_lesson6_answers(tmp_path, monkeypatch):
+    """Right answers in another form pass; the ways around an exercise and near misses score 0."""
+
+    def judged(grade_id, name, answer):
+        return _judged(grade_id, {name: answer}, tmp_path, monkeypatch)
+
+    assert judged("l6_ex1", "count_ffn_parameters", lambda d, f: 2.0 * d * f + d + f).correct
+    built = judged(
+        "l6_ex1", "count_ffn_parameters", lambda d, f: count_parameters(FeedForward(d, f))
+    )
+    assert not built.correct and "forbids" in built.message
+    assert not judged("l6_ex1", "count_ffn_parameters", lambda d, f: 2 * d * f + f).correct
+    assert judged("l6_ex2", "ffn_forward", lambda *a: _right_forward(*a).numpy()).correct
+    linear = judged(
+        "l6_ex2",
+        "ffn_forward",
+        lambda x, w1, b1, w2, b2: F.linear(F.relu(F.linear(x, w1.T, b1)), w2.T, b2),
+    )
+    assert not linear.correct and "linear" in linear.message
+    for x, right in [(-0.7518, True), (torch.tensor(0.75), True), (0.72, False), (0.76, False)]:
+        assert judged("l6_ex3", "most_different_input", lambda x=x: x).correct is right, x
+    assert judged("l6_ex4", "mixes_positions", _jacobian_mixes).correct
+    for method in (_permutation_test, _nudge_last_only, _nudge_first_only, _position_dependent):
+        verdict = judged("l6_ex4", "mixes_positions", method)
+        assert not verdict.correct and "hidden case" in verdict.message, method.__name__
+
+
+def test_visible_checks_refuse_what_the_grader_refuses():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from grading.spec import spec_for
+
+    assert set(spec_for("l6_ex1").forbid) == set(checks._BUILT)
+    assert set(spec_for("l6_ex2").forbid) == set(checks._LIBRARY_LINEAR)
+    with pytest.raises(ExerciseFailed, match="builds tensors"):
+        checks.check_parameter_count(lambda d, f: torch.zeros(d, f).numel() * 2 + d + f)
+    with pytest.raises(ExerciseFailed, match="or addmm"):
+        checks.check_ffn_forward(
+            lambda x, w1, b1, w2, b2: torch.addmm(b2, torch.relu(torch.addmm(b1, x, w1)), w2)
+        )
+    with pytest.raises(ExerciseFailed, match="calls F.linear"):
+        checks.check_ffn_forward(
+            lambda x, w1, b1, w2, b2: torch.ops.aten.linear.default(
+                torch.relu(x @ w1 + b1), w2.T, b2
+            )
+        )

@@ -33,6 +33,38 @@ SPECS: dict[str, Spec] = {
             for overload in ("", ".default")
         )
     ),
+    # lesson 6 (the visible checks refuse the same names: helpers.checks.feedforward._BUILT,
+    # _LIBRARY_LINEAR). Ex 1 a count from the shapes, recorded as float and compared exactly: no
+    # tensor or block built (nn.Linear reports empty, kaiming_uniform_), no size read; ex 2 the
+    # formula with @ and +: not F.linear (nn.Linear, FeedForward) nor addmm, aten forms too
+    # (checked); ex 3 |x| within 0.005 of the solution's 80001-point grid maximiser, the
+    # tolerance the exercise states (the visible check uses the same grid); ex 4 lists of bools
+    "l6_ex1": Spec(
+        rtol=0.0,
+        atol=0.0,
+        forbid=tuple(
+            f"{name}.{overload}" if overload else name
+            for name, overloads in (
+                ("empty", "memory_format"),
+                ("empty_strided", "default"),
+                ("zeros", "default"),
+                ("ones", "default"),
+                ("full", "default"),
+                ("rand", "default"),
+                ("randn", "default"),
+                ("tensor", ""),
+                ("as_tensor", ""),
+                ("kaiming_uniform_", ""),
+                ("numel", "default"),
+                ("nelement", ""),
+                ("size", "int default"),
+                ("__get__", ""),
+            )
+            for overload in ("", *overloads.split())
+        ),
+    ),
+    "l6_ex2": Spec(forbid=("linear", "linear.default", "addmm", "addmm.default")),
+    "l6_ex3": Spec(rtol=0.0, atol=0.005),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights)
     "l9_ex1": Spec(same_values=("token_embedding.weight",)),
 }
