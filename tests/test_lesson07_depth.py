@@ -1,9 +1,14 @@
 """Lesson 7, stacking: the helpers behind claims C7.1-C7.3, the equivalence with PyTorch's
 ``nn.TransformerEncoderLayer``, the exercise checks, the explorer."""
 
+import contextlib
 import copy
+import io
+import json
 import math
 import statistics
+import sys
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -30,6 +35,10 @@ from helpers.blocks import (
 from helpers.checks import ExerciseFailed
 from helpers.checks import depth as checks
 from helpers.plots import depth as plots
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from grading.spec import spec_for  # noqa: E402
+from grading.verdicts import judge, read_records  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------
 # C7.1 every block maps [batch, n, d_model] to the same shape, so any number of blocks stack
@@ -475,7 +484,46 @@ def test_check_parameter_count_accepts_right_answer(capsys):
 
 def test_check_parameter_count_cases_are_real_counts():
     for d, L, f, b in checks._COUNT_CASES:
-        assert checks._true_count(d, L, f, b) == _count_right(d, L, f, b)
+        with torch.device("meta"):
+            stack = make_stack(L, d, 1, d_ff=f, bias=b)
+        assert count_parameters(stack) == _count_right(d, L, f, b)
+
+
+def test_depth_checks_ship_no_answer():
+    """Issue 15: nothing importable computes an exercise's answer, and no verdict prints it."""
+    for name in (
+        "_true_count",
+        "_parts",
+        "_count_mistakes",
+        "_block_variants",
+        "_reference_relative",
+    ):
+        assert not hasattr(checks, name), name
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_parameter_count(lambda d, L, f, bias=True: _count_right(d, L, f, bias) + 1)
+    message = str(info.value)
+    assert (
+        f"{_count_right(64, 1, 256):,}" not in message
+        and str(_count_right(64, 1, 256)) not in message
+    )
+    assert "-1" not in message and "+1" not in message
+
+
+def _count_from_a_model(d, L, f, bias=True):
+    with torch.device("meta"):
+        return count_parameters(make_stack(L, d, 1, d_ff=f, bias=bias))
+
+
+def _count_from_shapes(d, L, f, bias=True):
+    stack = make_stack(L, d, 1, d_ff=f, bias=bias)
+    return sum(math.prod(p.shape) for p in stack.parameters())
+
+
+@pytest.mark.parametrize("fn", [_count_from_a_model, _count_from_shapes])
+def test_check_parameter_count_refuses_a_model(fn):
+    """The exercise asks for the formulas; the hidden tests forbid the same torch calls."""
+    with pytest.raises(ExerciseFailed, match="use the formulas, not a model"):
+        checks.check_parameter_count(fn)
 
 
 def _raise_not_implemented(*args, **kwargs):
@@ -520,14 +568,15 @@ def _without(part):
         (_without(lambda d, f, b: d * d + (d if b else 0)), "output projection W_O"),
         (_without(lambda d, f, b: 3 * (d * d + (d if b else 0))), "four d_model × d_model"),
         (_without(lambda d, f, b: d * f + (d if b else 0)), "two matrices, W1"),
-        (lambda d, L, f, bias=True: _count_right(d, L, f, bias) + 1, r"off by \+1"),
+        (lambda d, L, f, bias=True: _count_right(d, L, f, bias) + 1, "no single usual mistake"),
         # two mistakes at once: no single pattern explains the answers, so the verdict gives
         # the formulas instead of naming a wrong cause
         (
             lambda d, L, f, bias=True: _count_right(d, L, f) - 4 * d * L,
-            r"off by -256\)\. Count per block",
+            r"no single usual mistake explains your answers\. Count, per block",
         ),
         (lambda d, L, f: _count_right(d, L, f), "must take the argument bias"),
+        (lambda d, L, f, bias=False: _count_right(d, L, f, bias), "bias must default to True"),
     ],
 )
 def test_check_parameter_count_wrong_answers(fn, match):
@@ -583,22 +632,27 @@ def test_check_fixed_block_accepts_right_answer(capsys):
     assert "✓" in capsys.readouterr().out
 
 
-def test_check_fixed_block_agrees_with_transformer_block():
+def _as_transformer_block(s, x):
+    """The course's own pre-norm TransformerBlock, given this block's weights."""
+    block = TransformerBlock(s.d_model, s.attention.n_heads)
+    block.attn.norm.load_state_dict(s.ln1.state_dict())
+    block.attention.load_state_dict(s.attention.state_dict())
+    block.ffn.norm.load_state_dict(s.ln2.state_dict())
+    block.feedforward.load_state_dict(s.feedforward.state_dict())
+    return block(x)
+
+
+def test_check_fixed_block_agrees_with_transformer_block(capsys):
     """The check's notion of right is the course's own pre-norm block, with the same weights."""
     torch.manual_seed(0)
-    fixed, block = _fixed(_pre)(16, 2), TransformerBlock(16, 2)
+    fixed = _fixed(_pre)(16, 2)
     with torch.no_grad():
         for p in fixed.parameters():
             p.normal_()
-    block.attn.norm.load_state_dict(fixed.ln1.state_dict())
-    block.attention.load_state_dict(fixed.attention.state_dict())
-    block.ffn.norm.load_state_dict(fixed.ln2.state_dict())
-    block.feedforward.load_state_dict(fixed.feedforward.state_dict())
-    x = torch.randn(2, 5, 16)
-    with torch.no_grad():
-        torch.testing.assert_close(fixed(x), block(x))
-        right, _ = checks._block_variants(fixed, x)
-        torch.testing.assert_close(right, block(x))
+        x = torch.randn(2, 5, 16)
+        torch.testing.assert_close(fixed(x), _as_transformer_block(fixed, x))
+    checks.check_fixed_block(_fixed(_as_transformer_block))
+    assert "✓" in capsys.readouterr().out
 
 
 def _post_ffn(s, x):
@@ -641,7 +695,7 @@ class _NoLn2(nn.Module):
             _fixed(lambda s, x: x + s.attention(s.ln1(x)) + s.feedforward(s.ln2(x))),
             "'parallel' block",
         ),
-        (_fixed(lambda s, x: 1.01 * _pre(s, x)), "differs from the expected values"),
+        (_fixed(lambda s, x: 1.01 * _pre(s, x)), "differs from the right result"),
         (_fixed(lambda s, x: None), "is None"),
         (_fixed(lambda s, x: _pre(s, x)[0]), "has shape"),
         (_fixed(lambda s, x: _pre(s, x) * float("nan")), "NaN"),
@@ -727,7 +781,7 @@ def _norms(hidden):
             lambda hidden: (_norms(hidden)[1:] / _norms(hidden)[:-1]).mean(dim=(1, 2)),
             "how much the stream grew",
         ),
-        (lambda hidden: _relative_right(hidden) * 1.1, "largest difference"),
+        (lambda hidden: _relative_right(hidden) * 1.1, "relative difference 0.1 "),
     ],
 )
 def test_check_relative_contributions_wrong_answers(fn, match):
@@ -743,6 +797,160 @@ def test_checks_leave_the_global_random_state_alone():
     checks.check_parameter_count(_count_right)
     checks.check_relative_contributions(_relative_right)
     torch.testing.assert_close(torch.rand(3), want)
+
+
+# ---- the hidden tests (issue 15): what they record, judged as tools/coursework.py judges -----
+
+_NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "07_stacking_blocks.ipynb"
+
+
+def _notebook_cells() -> dict[str, str]:
+    nb = json.loads(_NOTEBOOK.read_text(encoding="utf-8"))
+    cells = {}
+    for c in nb["cells"]:
+        source = "".join(c["source"])
+        gid = c["metadata"].get("nbgrader", {}).get("grade_id")
+        cells[gid or ("colleague" if "class ColleagueBlock" in source else None)] = source
+    return cells
+
+
+def _hidden_records(exercise, answer, tmp_path, monkeypatch):
+    """The notebook's hidden block of ``exercise`` run on ``answer`` (a solution cell's source),
+    recording as under the grader; returns {case: [entries]}."""
+    import helpers.grading
+
+    cells = _notebook_cells()
+    log = tmp_path / f"{exercise}-{len(list(tmp_path.iterdir()))}.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    monkeypatch.setattr(helpers.grading, "_cases", {})
+    namespace = {"torch": torch, "nn": nn, "make_stack": make_stack, "run_stack": run_stack}
+    namespace.update(LayerNorm=LayerNorm, MultiHeadAttention=MultiHeadAttention)
+    namespace.update(FeedForward=FeedForward, TransformerBlock=TransformerBlock)
+    namespace.update(count_parameters=count_parameters, d_model=64, n_heads=4, per_block=49_984)
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(cells["colleague"], namespace)
+    exec(answer, namespace)
+    check = cells[f"{exercise}_check"]
+    exec(check[check.index("### BEGIN HIDDEN TESTS") :], namespace)
+    _hidden_records.namespace = namespace
+    return read_records(log)[0].get(exercise, {})
+
+
+_VISIBLE = {
+    "l7_ex1": (checks.check_parameter_count, "stack_parameter_count"),
+    "l7_ex2": (checks.check_fixed_block, "FixedBlock"),
+    "l7_ex3": (checks.check_relative_contributions, "relative_contributions"),
+}
+
+
+def _edit(exercise, old, new):
+    source = _notebook_cells()[exercise]
+    assert old in source, old
+    return source.replace(old, new)
+
+
+_REFERENCE: dict[str, dict] = {}
+_RETURN1 = "return n_layers * (attention + feedforward + layer_norms)"
+_RETURN3 = "return (change / h[:-1].norm(dim=-1)).mean(dim=(1, 2))"
+_HIDDEN_ANSWERS = [
+    (
+        "l7_ex1",
+        "float",
+        _edit("l7_ex1", _RETURN1, _RETURN1.replace("n_layers", "1.0 * n_layers")),
+        True,
+    ),
+    (
+        "l7_ex1",
+        "tensor",
+        _edit("l7_ex1", _RETURN1, _RETURN1.replace("n_layers", "torch.tensor(n_layers)")),
+        True,
+    ),
+    (
+        "l7_ex1",
+        "counts a model",
+        "def stack_parameter_count(d_model, n_layers, d_ff, bias=True):\n"
+        "    with torch.device('meta'):\n"
+        "        return count_parameters(make_stack(n_layers, d_model, 1, d_ff=d_ff, bias=bias))",
+        "forbids",
+    ),
+    ("l7_ex1", "no attention biases", _edit("l7_ex1", "(4 * d_model if bias else 0)", "0"), False),
+    (
+        "l7_ex1",
+        "norms lose beta",
+        _edit("l7_ex1", "2 * 2 * d_model", "(4 if bias else 2) * d_model"),
+        False,
+    ),
+    ("l7_ex1", "default bias=False", _edit("l7_ex1", "bias=True", "bias=False"), False),
+    ("l7_ex2", "the colleague's block", "FixedBlock = ColleagueBlock", False),
+    ("l7_ex2", "ln1 for both", _edit("l7_ex2", "self.ln2(h)", "self.ln1(h)"), False),
+    ("l7_ex2", "parallel", _edit("l7_ex2", "self.ln2(h)", "self.ln2(x)"), False),
+    (
+        "l7_ex2",
+        "float32",
+        _edit("l7_ex2", "h = x +", "x = x.float()\n        self.float()\n        h = x +"),
+        True,
+    ),
+    ("l7_ex3", "numpy", _edit("l7_ex3", _RETURN3, _RETURN3 + ".numpy()"), True),
+    (
+        "l7_ex3",
+        "float32",
+        _edit("l7_ex3", "torch.stack(hidden)", "torch.stack(hidden).float()"),
+        True,
+    ),
+    (
+        "l7_ex3",
+        "divides by h_l",
+        _edit("l7_ex3", "h[:-1].norm(dim=-1))", "h[1:].norm(dim=-1))"),
+        False,
+    ),
+    (
+        "l7_ex3",
+        "ratio of means",
+        _edit(
+            "l7_ex3",
+            _RETURN3,
+            "return change.mean(dim=(1, 2)) / h[:-1].norm(dim=-1).mean(dim=(1, 2))",
+        ),
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "exercise,what,answer,right",
+    _HIDDEN_ANSWERS,
+    ids=[f"{e}-{w}" for e, w, _, _ in _HIDDEN_ANSWERS],
+)
+def test_hidden_tests_grade_what_the_visible_check_says(
+    exercise, what, answer, right, tmp_path, monkeypatch
+):
+    """The solution's records against an answer's: the forms the visible check accepts (float or
+    tensor counts, numpy results, float32) earn the points, each usual mistake on a hidden case
+    loses them, and a count taken from a model is refused as the exercise's rule says."""
+    if exercise not in _REFERENCE:  # the solution's records, once per exercise
+        _REFERENCE[exercise] = _hidden_records(
+            exercise, _notebook_cells()[exercise], tmp_path, monkeypatch
+        )
+    reference = _REFERENCE[exercise]
+    assert len(reference) >= 3 and all("value" in r[0] for r in reference.values())
+    assert judge(exercise, reference, reference).correct
+    verdict = judge(exercise, reference, _hidden_records(exercise, answer, tmp_path, monkeypatch))
+    if right == "forbids":
+        assert not verdict.correct and "which the exercise forbids" in verdict.message
+    else:
+        assert verdict.correct is right, verdict.message
+    check, name = _VISIBLE[exercise]
+    answered = _hidden_records.namespace[name]
+    if right is True:  # the visible check agrees with the grade
+        with contextlib.redirect_stdout(io.StringIO()):
+            check(answered)
+    else:
+        with pytest.raises(ExerciseFailed):
+            check(answered)
+
+
+def test_hidden_forbidden_names_are_the_visible_checks():
+    assert set(spec_for("l7_ex1").forbid) == set(checks._MODEL_CALLS)
 
 
 def test_exercise_failed_renders_as_one_line():

@@ -5,8 +5,13 @@ contribution to the residual stream.
 Each check calls the student's answer on a few inputs, prints ``✓ ...`` when it is right and
 otherwise raises :class:`~helpers.checks.ExerciseFailed` naming the mistake: None returned, not
 implemented yet, the function raised, wrong type, wrong shape, NaN, a count that forgot the
-attention's biases or the layer norms or the depth, a block that still normalizes the stream or
-is post-norm, the change of the norm instead of the norm of the change ...
+attention's biases or the layer norms or the depth (or built a model instead of using the
+formulas), a block that still normalizes the stream or is post-norm, the change of the norm
+instead of the norm of the change ...
+
+These checks are instant feedback only: the grade comes from hidden tests on other cases. What a
+right answer gives is computed inside each check (from the course's own modules) and never
+printed; nothing here is an answer to import.
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ import inspect
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ..blocks import make_stack, run_stack
-from ..params import count_parameters
-from ._core import as_number, as_tensor, call, call_described, expect_close, fail, passed
+from ._core import as_number, as_tensor, call, call_described, fail, passed
 
 __all__ = ["check_parameter_count", "check_fixed_block", "check_relative_contributions"]
 
@@ -27,8 +32,10 @@ __all__ = ["check_parameter_count", "check_fixed_block", "check_relative_contrib
 # Exercise 1: predict the parameter count of an L-block stack, with and without biases
 # --------------------------------------------------------------------------------------------
 
-# (d_model, n_layers, d_ff, bias): the bias=False cases tell the attention's biases (4 d, gone
-# with bias=False) apart from the layer norms (4 d, kept), which cost the same with bias=True
+# (d_model, n_layers, d_ff, bias): the bias=False cases tell the attention's biases (gone with
+# bias=False) apart from the layer norms (kept), which cost the same with bias=True. Inputs only:
+# the counts they are compared with are taken inside the check, from blocks built on the meta
+# device, and never printed.
 _COUNT_CASES = [
     (64, 1, 256, True),
     (64, 3, 256, True),
@@ -39,105 +46,132 @@ _COUNT_CASES = [
     (768, 12, 3072, True),
 ]
 
+#: Torch functions that building or measuring a model calls, as TorchFunctionMode names them
+#: (a parameter is made with ``torch.empty``; a size is read with ``numel``, ``size``, ``len``,
+#: ``.shape`` or ``.nbytes`` (``__get__``), ...; ``torch.ops.aten``'s ``name.overload`` forms):
+#: exercise 1 asks for the formulas, which call none of them. Its hidden tests forbid the same.
+_MODEL_CALLS = tuple(
+    f"{name}.{overload}" if overload else name
+    for name, overloads in (
+        ("empty", "memory_format"),
+        ("empty_strided", "default"),
+        ("numel", "default"),
+        ("size", "int default"),
+        ("sym_size", "int default"),
+        ("sym_numel", "default"),
+        ("__get__", ""),
+        ("__len__", ""),
+        ("stride", ""),
+        ("element_size", ""),
+        ("untyped_storage", ""),
+    )
+    for overload in ("", *overloads.split())
+)
 
-def _true_count(d_model: int, n_layers: int, d_ff: int, bias: bool = True) -> int:
-    """Counted, not computed: the blocks are built on the meta device (nothing is allocated)."""
-    with torch.device("meta"):
-        return count_parameters(make_stack(n_layers, d_model, 1, d_ff=d_ff, bias=bias))
+
+class _TorchCalls(TorchFunctionMode):
+    """The names of the torch functions called while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.names.add(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
 
 
-def _parts(d: int, f: int, b: bool) -> tuple[int, int, int]:
-    """attention, feed-forward, layer norms of one block."""
-    return 4 * d * d + (4 * d if b else 0), 2 * d * f + (f + d if b else 0), 4 * d
+# Each usual mistake: the parameters of one block it leaves out (a test on the parameter's name
+# within a block, given bias), whether it counts one block only, and the verdict's hint.
+def _names(*parts):
+    return lambda name, bias: any(part in name for part in parts)
 
 
-def _count_mistakes():
-    """(count of the mistake as a function of d, L, f, bias; the verdict's hint)."""
-
-    def per(d, f, b):
-        return sum(_parts(d, f, b))
-
-    return [
-        (
-            lambda d, L, f, b: per(d, f, b),
-            "that is the count of ONE block: a stack of n_layers blocks that do not share weights "
-            "has n_layers times as many (count = n_layers × per_block).",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - (4 * d if b else 0)),
-            "the attention's biases are missing: with bias=True each of its four projections "
-            "W_Q, W_K, W_V and W_O has a bias of d_model values, 4 × d_model per block "
-            "(your counts with bias=False are right).",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - 4 * d),
-            "the layer norms are missing: each block has two LayerNorms (before attention and "
-            "before the feed-forward), each with gamma and beta: 4 × d_model per block, with or "
-            "without bias.",
-        ),
-        (
-            lambda d, L, f, b: L * (4 * d * d + 2 * d * f + 4 * d),
-            "the biases of the Linear layers are missing: with bias=True every Linear has a bias "
-            "vector (d_model for W_Q, W_K, W_V, W_O and W2, d_ff for W1).",
-        ),
-        (
-            lambda d, L, f, b: L * (4 * d * d + 2 * d * f),
-            "the biases and the layer norms are missing: with bias=True each Linear has a bias, "
-            "and each block always has two LayerNorms with a scale and a shift of d_model values.",
-        ),
-        (
-            lambda d, L, f, b: L * per(d, f, True),
-            "with bias=False the Linear layers have no biases, and you counted them anyway: "
-            "count only their matrices there (the layer norms keep their scale and shift).",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - (0 if b else 2 * d)),
-            "bias=False removes the biases of the Linear layers only: each LayerNorm keeps its "
-            "shift (beta) as well as its scale, 4 × d_model per block.",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - (0 if b else 4 * d)),
-            "bias=False removes the biases of the Linear layers only: the two LayerNorms keep "
-            "their scale and shift, 4 × d_model per block.",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - 2 * d),
-            "only one layer norm per block is counted; there are two (one per residual), "
-            "4 × d_model values per block.",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - (d if b else 0)),
-            "the feed-forward's second bias b2 (d_model values) is missing.",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - (f if b else 0)),
-            "the feed-forward's first bias b1 (d_ff values) is missing.",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - 3 * (d * d + (d if b else 0))),
-            "the attention has four d_model × d_model matrices (W_Q, W_K, W_V and the output W_O), "
-            "each with a bias when bias=True: 4 (d_model² + d_model).",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - (d * d + (d if b else 0))),
-            "the output projection W_O of the attention is missing: four projections, not three.",
-        ),
-        (
-            lambda d, L, f, b: L * (per(d, f, b) - d * f - (d if b else 0)),
-            "the feed-forward has two matrices, W1 (d_model × d_ff) and W2 (d_ff × d_model), "
-            "plus (with bias=True) their biases (d_ff and d_model).",
-        ),
-    ]
+_COUNT_MISTAKES = [
+    (
+        lambda name, bias: False,
+        True,
+        "that is the count of ONE block: a stack of n_layers blocks that do not share weights "
+        "has n_layers times as many.",
+    ),
+    (
+        lambda name, bias: name.startswith("attn.sublayer.") and name.endswith(".bias"),
+        False,
+        "the attention's biases are missing: with bias=True each of its four projections "
+        "W_Q, W_K, W_V and W_O has a bias of d_model values (your counts with bias=False are "
+        "right).",
+    ),
+    (
+        _names("norm."),
+        False,
+        "the layer norms are missing: each block has two LayerNorms (before attention and "
+        "before the feed-forward), each with a scale and a shift, with or without bias.",
+    ),
+    (
+        lambda name, bias: "sublayer." in name and name.endswith(".bias"),
+        False,
+        "the biases of the Linear layers are missing: with bias=True every Linear has a bias "
+        "vector (d_model values for W_Q, W_K, W_V, W_O and W2, d_ff for W1).",
+    ),
+    (
+        lambda name, bias: "norm." in name or ("sublayer." in name and name.endswith(".bias")),
+        False,
+        "the biases and the layer norms are missing: with bias=True each Linear has a bias, "
+        "and each block always has two LayerNorms with a scale and a shift of d_model values.",
+    ),
+    (
+        None,  # the bias=True count at every case
+        False,
+        "with bias=False the Linear layers have no biases, and you counted them anyway: "
+        "count only their matrices there (the layer norms keep their scale and shift).",
+    ),
+    (
+        lambda name, bias: not bias and name.endswith("norm.bias"),
+        False,
+        "bias=False removes the biases of the Linear layers only: each LayerNorm keeps its "
+        "shift (beta) as well as its scale.",
+    ),
+    (
+        lambda name, bias: not bias and "norm." in name,
+        False,
+        "bias=False removes the biases of the Linear layers only: the two LayerNorms keep "
+        "their scale and shift.",
+    ),
+    (
+        _names("ffn.norm."),
+        False,
+        "only one layer norm per block is counted; there are two (one per residual).",
+    ),
+    (_names("w2.bias"), False, "the feed-forward's second bias b2 (d_model values) is missing."),
+    (_names("w1.bias"), False, "the feed-forward's first bias b1 (d_ff values) is missing."),
+    (
+        _names("k_proj.", "v_proj.", "out_proj."),
+        False,
+        "the attention has four d_model × d_model matrices (W_Q, W_K, W_V and the output W_O), "
+        "each with a bias when bias=True.",
+    ),
+    (
+        _names("out_proj."),
+        False,
+        "the output projection W_O of the attention is missing: four projections, not three.",
+    ),
+    (
+        _names("w2."),
+        False,
+        "the feed-forward has two matrices, W1 (d_model × d_ff) and W2 (d_ff × d_model), "
+        "plus (with bias=True) their biases.",
+    ),
+]
 
 
 def check_parameter_count(fn) -> None:
     """Exercise 1 of lesson 7: ``fn(d_model, n_layers, d_ff, bias=True)`` returns the number of
-    parameters of ``make_stack(n_layers, d_model, n_heads, d_ff=d_ff, bias=bias)`` (pre-norm
-    blocks; ``bias`` switches the biases of every Linear; the layer norms always keep theirs).
+    parameters of ``make_stack(n_layers, d_model, n_heads, d_ff=d_ff, bias=bias)``, from the
+    formulas (it builds no model).
 
     Every case is evaluated before a verdict, so that a mistake is named by the one pattern that
-    explains all the answers (forgetting the attention's biases and forgetting the layer norms
-    both cost 4 d_model with bias=True; only the first is right with bias=False)."""
+    explains all the answers. The counts are taken here from blocks built on the meta device;
+    a verdict says what is missing, never the count itself."""
     ex = "Exercise 1 (parameter count of a stack)"
     if callable(fn):
         try:
@@ -150,39 +184,71 @@ def check_parameter_count(fn) -> None:
             )
         except ValueError:  # no signature to read (a builtin): let the calls tell
             pass
-    answers = {}
-    for d, L, f, b in _COUNT_CASES:
-        shown = f"{d}, {L}, {f}, bias={b}"
-        got = call_described(
-            ex, fn, (d, L, f), {"bias": b}, name="stack_parameter_count", shown=shown
-        )
-        answers[(d, L, f, b)] = as_number(
-            ex, got, name=f"stack_parameter_count({shown})", integer=True
-        )
-    wants = {case: _true_count(*case) for case in _COUNT_CASES}
-    if answers == wants:
-        passed(
-            ex,
-            "count = n_layers × (4 d² + 2·d·d_ff + 4d, plus 4d + d_ff + d with biases), e.g. GPT-2 "
-            f"small's 12 blocks hold {_true_count(768, 12, 3072):,} parameters.",
-        )
-        return
-    wrong = [case for case in _COUNT_CASES if answers[case] != wants[case]]
-    for mistake, hint in _count_mistakes():
-        if all(answers[case] == mistake(*case) for case in _COUNT_CASES):
-            d, L, f, b = wrong[0]
+
+    def answer(d, L, f, b):  # b None: bias left at its default
+        kwargs = {} if b is None else {"bias": b}
+        shown = f"{d}, {L}, {f}" + ("" if b is None else f", bias={b}")
+        seen = _TorchCalls()
+        with seen:
+            got = call_described(
+                ex, fn, (d, L, f), kwargs, name="stack_parameter_count", shown=shown
+            )
+        used = sorted(seen.names & set(_MODEL_CALLS))
+        if used:
             fail(
                 ex,
-                f"for d_model={d}, n_layers={L}, d_ff={f}, bias={b} you returned "
-                f"{answers[wrong[0]]:,}, the stack has {wants[wrong[0]]:,}: {hint}",
+                f"stack_parameter_count({shown}) builds or measures tensors (it called "
+                f"{', '.join(used)}): use the formulas, not a model.",
             )
-    d, L, f, b = case = wrong[0]
+        return as_number(ex, got, name=f"stack_parameter_count({shown})", integer=True)
+
+    answers = {case: answer(*case) for case in _COUNT_CASES}
+    d, L, f, _ = _COUNT_CASES[1]
+    if answer(d, L, f, None) != answers[d, L, f, True]:
+        fail(
+            ex,
+            f"stack_parameter_count({d}, {L}, {f}) differs from stack_parameter_count({d}, {L}, "
+            f"{f}, bias=True): bias must default to True, as in make_stack.",
+        )
+
+    built: dict[tuple, dict[str, int]] = {}
+
+    def sizes(d, f, b):  # {parameter name within a block: its number of values}
+        if (d, f, b) not in built:
+            with torch.random.fork_rng(), torch.device("meta"):
+                block = make_stack(1, d, 1, d_ff=f, bias=b)[0]
+            built[d, f, b] = {name: p.numel() for name, p in block.named_parameters()}
+        return built[d, f, b]
+
+    def count(case, leave_out=lambda name, bias: False, one_block=False, bias=None):
+        d, L, f, b = case
+        b = b if bias is None else bias
+        kept = sum(n for name, n in sizes(d, f, b).items() if not leave_out(name, case[3]))
+        return kept if one_block else L * kept
+
+    if all(answers[case] == count(case) for case in _COUNT_CASES):
+        passed(
+            ex,
+            "the count is n_layers times one block's; n_heads does not enter it (the heads "
+            "split d_model), and bias=False removes the Linear layers' biases only.",
+        )
+        return
+    wrong = next(case for case in _COUNT_CASES if answers[case] != count(case))
+    d, L, f, b = wrong
+    returned = f"for d_model={d}, n_layers={L}, d_ff={f}, bias={b} you returned {answers[wrong]:,}"
+    for leave_out, one_block, hint in _COUNT_MISTAKES:
+        if leave_out is None:
+            predicted = {case: count(case, bias=True) for case in _COUNT_CASES}
+        else:
+            predicted = {case: count(case, leave_out, one_block) for case in _COUNT_CASES}
+        if all(answers[case] == predicted[case] for case in _COUNT_CASES):
+            fail(ex, f"{returned}, which is not the stack's count: {hint}")
     fail(
         ex,
-        f"for d_model={d}, n_layers={L}, d_ff={f}, bias={b} you returned {answers[case]:,}, the "
-        f"stack has {wants[case]:,} (off by {answers[case] - wants[case]:+,}). Count per block: "
-        "attention 4 d² (+ 4d biases), feed-forward 2·d·d_ff (+ d_ff + d biases), two layer "
-        "norms 4d (always); then multiply by n_layers.",
+        f"{returned}, which is not the stack's count, and no single usual mistake explains your "
+        "answers. Count, per block, the attention's four projections, the feed-forward's two "
+        "Linear layers (with their biases when bias=True) and the two layer norms; then "
+        "multiply by n_layers.",
     )
 
 
@@ -193,62 +259,25 @@ def check_parameter_count(fn) -> None:
 _BLOCK_PARTS = ("ln1", "attention", "ln2", "feedforward")
 
 
-def _block_variants(blk, x: torch.Tensor) -> tuple[torch.Tensor, list[tuple[torch.Tensor, str]]]:
-    """The pre-norm output of ``blk``'s own modules on x, and the outputs of the usual wrong fixes."""
-    ln1, attn, ln2, ffn = (getattr(blk, name) for name in _BLOCK_PARTS)
-    h = x + attn(ln1(x))  # [B, n, d]: the attention half, right in the colleague's block
-    right = h + ffn(ln2(h))  # [B, n, d]
-    h_normed = ln2(h)
-    post = ln1(x + attn(x))  # [B, n, d]: the post-norm attention half
-    wrong = [
-        (
-            h_normed + ffn(h_normed),
-            "the stream is still normalized: `x = self.ln2(x)` replaces the running vector by its "
-            "layer norm, so every block throws away the size of what came before. Keep x and add "
-            "the feed-forward's output of the normalized copy: x + FFN(LN2(x)).",
-        ),
-        (
-            ln2(h + ffn(h)),
-            "this normalizes the sum, LN2(x + FFN(x)): that is the post-norm form of the "
-            "feed-forward half. A pre-norm block normalizes only the sublayer's input: "
-            "x + FFN(LN2(x)).",
-        ),
-        (
-            ln2(post + ffn(post)),
-            "this is post-norm (LN(x + Sublayer(x)) for both halves); the colleague's block is "
-            "meant to be pre-norm: x + Sublayer(LN(x)).",
-        ),
-        (
-            ffn(ln2(h)),
-            "the feed-forward's output replaces the stream: there is no residual around it any "
-            "more. Add it to the stream: x + FFN(LN2(x)).",
-        ),
-        (
-            h + ffn(h),
-            "the feed-forward now reads the raw stream: ln2 is not used at all. In a pre-norm "
-            "block each sublayer reads the layer norm of the stream: x + FFN(LN2(x)).",
-        ),
-        (
-            h + ffn(ln1(h)),
-            "the feed-forward's input goes through ln1, the attention's layer norm; each sublayer "
-            "has its own (ln2 for the feed-forward), with its own learned scale and shift.",
-        ),
-        (
-            h + ffn(ln2(x)),
-            "the feed-forward reads LN2 of the block's INPUT, not of the stream after attention "
-            "(that is the 'parallel' block of GPT-J and PaLM, another design): x' = x + MHA(LN1(x)), "
-            "then x' + FFN(LN2(x')).",
-        ),
-    ]
-    return right, wrong
+def _differs(ex: str, got: torch.Tensor, want: torch.Tensor, name: str, atol: float, rtol: float):
+    """Fail saying how far ``got`` is from the right result, without printing that result."""
+    got64, want64 = got.detach().double(), want.detach().double()
+    if torch.allclose(got64, want64, atol=atol, rtol=rtol):
+        return
+    relative = ((got64 - want64).norm() / want64.norm().clamp_min(1e-12)).item()
+    fail(
+        ex,
+        f"{name} differs from the right result (relative difference {relative:.2g} over all "
+        "entries), and not in one of the usual ways.",
+    )
 
 
 def check_fixed_block(FixedBlock) -> None:
     """Exercise 2 of lesson 7. ``FixedBlock`` is the colleague's block (modules ``ln1``,
-    ``attention``, ``ln2``, ``feedforward``) with ``forward`` repaired to the pre-norm block
-    ``x' = x + MHA(LN1(x)); y = x' + FFN(LN2(x'))``. Its output is compared, on the instance's own
-    modules (layer norms given random scales and shifts, so that ln1 and ln2 differ), with the
-    right block and with the usual wrong fixes."""
+    ``attention``, ``ln2``, ``feedforward``) with ``forward`` repaired to the pre-norm block the
+    exercise states. Its output is compared, on the instance's own modules (layer norms given
+    random scales and shifts, so that ln1 and ln2 differ), with what those modules compute in a
+    pre-norm block and in the usual wrong fixes, computed here."""
     ex = "Exercise 2 (find the bug in a block)"
     if FixedBlock is None:
         fail(
@@ -286,7 +315,52 @@ def check_fixed_block(FixedBlock) -> None:
         got = as_tensor(
             ex, got, name="FixedBlock(...)(x)", shape=x.shape, layout="[batch, n, d_model]"
         )
-        right, wrong = _block_variants(blk, x)
+        ln1, attn, ln2, ffn = (getattr(blk, name) for name in _BLOCK_PARTS)
+        h = x + attn(ln1(x))  # [B, n, d]: the attention half, right in the colleague's block
+        right = h + ffn(ln2(h))  # [B, n, d]
+        h_normed = ln2(h)
+        post = ln1(x + attn(x))  # [B, n, d]: the post-norm attention half
+        wrong = [
+            (
+                h_normed + ffn(h_normed),
+                "the stream is still normalized: `x = self.ln2(x)` replaces the running vector by "
+                "its layer norm, so every block throws away the size of what came before. Keep x "
+                "and add the feed-forward's output of the normalized copy: x + FFN(LN2(x)).",
+            ),
+            (
+                ln2(h + ffn(h)),
+                "this normalizes the sum, LN2(x + FFN(x)): that is the post-norm form of the "
+                "feed-forward half. A pre-norm block normalizes only the sublayer's input: "
+                "x + FFN(LN2(x)).",
+            ),
+            (
+                ln2(post + ffn(post)),
+                "this is post-norm (LN(x + Sublayer(x)) for both halves); the colleague's block is "
+                "meant to be pre-norm: x + Sublayer(LN(x)).",
+            ),
+            (
+                ffn(ln2(h)),
+                "the feed-forward's output replaces the stream: there is no residual around it "
+                "any more. Add it to the stream: x + FFN(LN2(x)).",
+            ),
+            (
+                h + ffn(h),
+                "the feed-forward now reads the raw stream: ln2 is not used at all. In a pre-norm "
+                "block each sublayer reads the layer norm of the stream: x + FFN(LN2(x)).",
+            ),
+            (
+                h + ffn(ln1(h)),
+                "the feed-forward's input goes through ln1, the attention's layer norm; each "
+                "sublayer has its own (ln2 for the feed-forward), with its own learned scale and "
+                "shift.",
+            ),
+            (
+                h + ffn(ln2(x)),
+                "the feed-forward reads LN2 of the block's INPUT, not of the stream after "
+                "attention (that is the 'parallel' block of GPT-J and PaLM, another design): "
+                "x' = x + MHA(LN1(x)), then x' + FFN(LN2(x')).",
+            ),
+        ]
     if torch.allclose(got, right, atol=1e-5, rtol=1e-4):
         passed(
             ex,
@@ -297,18 +371,12 @@ def check_fixed_block(FixedBlock) -> None:
     for value, hint in wrong:
         if torch.allclose(got, value, atol=1e-5, rtol=1e-4):
             fail(ex, hint)
-    expect_close(ex, got, right, name="FixedBlock(...)(x)", atol=1e-5, rtol=1e-4)
+    _differs(ex, got, right, "FixedBlock(...)(x)", atol=1e-5, rtol=1e-4)
 
 
 # --------------------------------------------------------------------------------------------
 # Exercise 3: the relative size of each block's contribution
 # --------------------------------------------------------------------------------------------
-
-
-def _reference_relative(hidden: list[torch.Tensor]) -> torch.Tensor:
-    h = torch.stack([t.detach().double() for t in hidden])  # [L+1, B, n, d]
-    change = (h[1:] - h[:-1]).norm(dim=-1)  # [L, B, n]
-    return (change / h[:-1].norm(dim=-1)).mean(dim=(1, 2))  # [L]
 
 
 def _test_streams() -> list[list[torch.Tensor]]:
@@ -357,10 +425,10 @@ def check_relative_contributions(fn) -> None:
                 ex,
                 f"relative_contributions(hidden) has shape {list(got.shape)}, expected [{L}] (one value per block).",
             )
-        want = _reference_relative(hidden)
         h = torch.stack([t.double() for t in hidden])  # [L+1, B, n, d]
         norms = h.norm(dim=-1)  # [L+1, B, n]
         change = (h[1:] - h[:-1]).norm(dim=-1)  # [L, B, n]
+        want = (change / norms[:-1]).mean(dim=(1, 2))  # [L], computed here, never printed
         mistakes = [
             (
                 ((norms[1:] - norms[:-1]) / norms[:-1]).mean(dim=(1, 2)),
@@ -405,5 +473,5 @@ def check_relative_contributions(fn) -> None:
         for value, hint in mistakes:
             if torch.allclose(got64, value, rtol=1e-4, atol=1e-6):
                 fail(ex, hint)
-        expect_close(ex, got64, want, name="relative_contributions(hidden)", rtol=1e-4, atol=1e-6)
+        _differs(ex, got64, want, "relative_contributions(hidden)", atol=1e-6, rtol=1e-4)
     passed(ex, "each block's contribution, relative to the stream it is added to.")

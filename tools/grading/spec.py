@@ -33,6 +33,28 @@ SPECS: dict[str, Spec] = {
             for overload in ("", ".default")
         )
     ),
+    # lesson 7 ex 1 "use the formulas, not a model": no parameter made (empty), no size read
+    # (numel, size, len, .shape/.nbytes are __get__, ...), aten overloads too (checked); the
+    # visible check refuses the same names (helpers.checks.depth._MODEL_CALLS)
+    "l7_ex1": Spec(
+        forbid=tuple(
+            f"{name}.{overload}" if overload else name
+            for name, overloads in (
+                ("empty", "memory_format"),
+                ("empty_strided", "default"),
+                ("numel", "default"),
+                ("size", "int default"),
+                ("sym_size", "int default"),
+                ("sym_numel", "default"),
+                ("__get__", ""),
+                ("__len__", ""),
+                ("stride", ""),
+                ("element_size", ""),
+                ("untyped_storage", ""),
+            )
+            for overload in ("", *overloads.split())
+        )
+    ),
     # lesson 6 (the visible checks refuse the same names: helpers.checks.feedforward._BUILT,
     # _LIBRARY_LINEAR). Ex 1 a count from the shapes, recorded as float and compared exactly: no
     # tensor or block built (nn.Linear reports empty, kaiming_uniform_), no size read; ex 2 the
