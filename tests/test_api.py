@@ -93,7 +93,7 @@ def test_bad_arguments_name_the_argument():
     with pytest.raises(ValueError, match="vocab_size"):
         helpers.TransformerLM(0, 16, 1, 2)
     with pytest.raises(ValueError, match="positional"):
-        helpers.TransformerLM(10, 16, 1, 2, positional="rotary")
+        helpers.TransformerLM(10, 16, 1, 2, positional="relative")
     with pytest.raises(ValueError, match="n_heads"):
         helpers.MultiHeadAttention(10, 3)
     with pytest.raises(ValueError, match="norm"):

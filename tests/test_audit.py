@@ -463,6 +463,10 @@ class _StillAfter(checks.PositionAfterFirstBlockLM):
     pass
 
 
+class _FreshClass(TransformerLM):  # the library's model, not a repair of the broken one
+    pass
+
+
 class _Twice(checks.PositionAfterFirstBlockLM):  # before the first block, and again after it
     def forward(self, tokens):
         h = self.position(self.token_embedding(tokens))
@@ -496,7 +500,8 @@ class _ReturnsNone(checks.PositionAfterFirstBlockLM):
         (_NotYet, "not implemented yet"),
         (_Crashes, "raised"),
         (_ReturnsNone, "returned None"),
-        (_StillAfter, "K1 still fails: token"),
+        (_StillAfter, "define its own forward"),
+        (_FreshClass, "must subclass PositionAfterFirstBlockLM"),
         (_Twice, "the input of blocks.1 is not the output of blocks.0"),
         (_NoPosition, "no position information enters before the first block"),
         (_NanLogits, "contains NaN"),
@@ -652,3 +657,56 @@ def test_K3_feed_forward_with_bare_parameters_reads_d_ff_from_the_weights():
     narrow = audit(_raw_ffn_model(SMALL["d_model"] // 2))
     assert narrow.failed == ["K3"], str(narrow)
     assert "hidden width 16 <= d_model 32" in narrow["K3"].evidence[0]
+
+
+# ---- capstone exercise 2: tie a head stored in the formula's layout --------------------------
+def _tie_linear(model):
+    head = nn.Linear(model.config.d_model, model.config.vocab_size, bias=False)
+    head.weight = model.token_embedding.weight
+    model.lm_head = head
+    return model
+
+
+class _TiedHead(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, h):
+        return h @ self.embedding.weight.T  # [B, n, d] @ [d, V]
+
+
+def _tie_module(model):
+    model.lm_head = _TiedHead(model.token_embedding)
+    return model
+
+
+def _copied(model):
+    model.lm_head = nn.Linear(model.config.d_model, model.config.vocab_size, bias=False)
+    model.lm_head.weight = nn.Parameter(model.token_embedding.weight.detach().clone())
+    return model
+
+
+def _fresh_tied(model):
+    return TransformerLM(**checks.SETTINGS)
+
+
+@pytest.mark.parametrize("answer", [_tie_linear, _tie_module])
+def test_K5_check_tie_transposed_passes_each_right_answer(answer, capsys):
+    checks.check_tie_transposed(answer)
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        (lambda m: m, "still counts"),
+        (_copied, "still counts"),
+        (_fresh_tied, "returned a different model"),
+        (lambda m: None, "returned None"),
+    ],
+)
+def test_K5_check_tie_transposed_names_each_wrong_answer(answer, says):
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_tie_transposed(answer)
+    assert says in str(info.value), str(info.value)
