@@ -87,6 +87,49 @@ SPECS: dict[str, Spec] = {
     ),
     "l6_ex2": Spec(forbid=("linear", "linear.default", "addmm", "addmm.default")),
     "l6_ex3": Spec(rtol=0.0, atol=0.005),
+    # lesson 8 ex 1, a lookup "without indexing": the names TorchFunctionMode reports for W_E[ids]
+    # (__getitem__), index_select, F.embedding / nn.Embedding (embedding), gather, take, a loop
+    # over the rows (unbind), select/narrow/split/chunk, leaving torch (numpy, __array__, tolist),
+    # and torch.ops.aten's name.overload forms (checked); any tensor, so ids[:, None] too (the
+    # visible check refuses the same names, helpers.checks.tying.FORBIDDEN). Ex 2 (recorded as
+    # float) exact; ex 3 and 4: the defaults
+    "l8_ex1": Spec(
+        forbid=tuple(
+            name if not overload else f"{name}.{overload}"
+            for name, overloads in (
+                ("__getitem__", ""),
+                ("index", "Tensor Tensor_out Tensor_hacked_twin"),
+                ("_unsafe_index", "Tensor Tensor_hacked_twin"),
+                ("index_select", "default out"),
+                ("embedding", "default out"),
+                ("embedding_bag", "default padding_idx"),
+                ("_embedding_bag", "default out"),
+                ("gather", "default out"),
+                ("take", "default out"),
+                ("take_along_dim", "default out"),
+                ("select", "int"),
+                ("slice", "Tensor"),
+                ("narrow", "default Tensor"),
+                ("unbind", "int"),
+                ("split", "Tensor sizes default"),
+                ("split_with_sizes", "default"),
+                ("unsafe_split", "Tensor"),
+                ("chunk", "default"),
+                ("tensor_split", "sections indices tensor_indices_or_sections"),
+                ("vsplit", "int array"),
+                ("hsplit", "int array"),
+                ("masked_select", "default out"),
+                ("as_strided", "default"),
+                ("unfold", "default"),
+                ("numpy", ""),
+                ("__array__", ""),
+                ("tolist", ""),
+                ("untyped_storage", ""),
+            )
+            for overload in ("", *overloads.split())
+        )
+    ),
+    "l8_ex2": Spec(rtol=0.0, atol=0.0),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights)
     "l9_ex1": Spec(same_values=("token_embedding.weight",)),
 }
