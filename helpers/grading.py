@@ -34,7 +34,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["record", "plain"]
+__all__ = ["record", "plain", "CallNames"]
 
 _cases: dict[str, int] = {}
 
@@ -93,15 +93,21 @@ def plain(x, _depth: int = 0):
     return {"unsupported": kind.__name__}
 
 
-class _Calls(TorchFunctionMode):
-    """Names of the torch functions called while active (for exercises that forbid one)."""
+class CallNames(TorchFunctionMode):
+    """The names of the torch functions called while active: ``names`` (a set) and ``order``
+    (first use first). The grader's record and the visible checks of exercises that forbid a
+    function both use it, so what a check refuses is what the grade refuses."""
 
     def __init__(self):
         super().__init__()
         self.names: set[str] = set()
+        self.order: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.add(getattr(func, "__name__", str(func)))
+        name = getattr(func, "__name__", str(func))
+        if name not in self.names:
+            self.names.add(name)
+            self.order.append(name)
         return func(*args, **(kwargs or {}))
 
 
@@ -111,7 +117,7 @@ def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
     shown as a cell's result would be read by nbgrader as partial credit)."""
     case = _cases.get(exercise, 0)
     _cases[exercise] = case + 1
-    calls = _Calls()
+    calls = CallNames()
     try:
         with calls:
             result = answer(*args, **kwargs)

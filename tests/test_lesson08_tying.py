@@ -417,7 +417,7 @@ def test_C8_1_grader_forbids_what_the_check_refuses():
     W, ids = torch.randn(6, 3), torch.tensor([2, 0, 5])
 
     def names(fn):
-        calls = checks._Calls()
+        calls = checks.CallNames()
         with calls:
             out = fn()
         torch.testing.assert_close(out.to(W.dtype), W[ids])

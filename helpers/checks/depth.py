@@ -20,9 +20,9 @@ import inspect
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
 from ..blocks import make_stack, run_stack
+from ..grading import CallNames
 from ._core import as_number, as_tensor, call, call_described, fail, passed
 
 __all__ = ["check_parameter_count", "check_fixed_block", "check_relative_contributions"]
@@ -69,16 +69,8 @@ _MODEL_CALLS = tuple(
 )
 
 
-class _TorchCalls(TorchFunctionMode):
-    """The names of the torch functions called while active."""
-
-    def __init__(self):
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.add(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
+#: What the grader forbids per exercise (tools/grading/spec.py reads it from here).
+FORBIDDEN = {"l7_ex1": _MODEL_CALLS}
 
 
 # Each usual mistake: the parameters of one block it leaves out (a test on the parameter's name
@@ -188,7 +180,7 @@ def check_parameter_count(fn) -> None:
     def answer(d, L, f, b):  # b None: bias left at its default
         kwargs = {} if b is None else {"bias": b}
         shown = f"{d}, {L}, {f}" + ("" if b is None else f", bias={b}")
-        seen = _TorchCalls()
+        seen = CallNames()
         with seen:
             got = call_described(
                 ex, fn, (d, L, f), kwargs, name="stack_parameter_count", shown=shown

@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 import torch
-from torch.overrides import TorchFunctionMode
 
 from ..attention import scaled_dot_product_attention
 from ..feedforward import FeedForward, gelu, relu
+from ..grading import CallNames
 from ..params import count_parameters
 from ..printing import fmt
 from ._core import (
@@ -36,18 +36,6 @@ __all__ = [
     "check_most_different_input",
     "check_mixes_positions",
 ]
-
-
-class _CalledNames(TorchFunctionMode):
-    """The names of the torch functions called while active (what the grader sees too)."""
-
-    def __init__(self):
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.add(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
 
 
 # Torch functions an answer must not call, as TorchFunctionMode names them (the grader refuses the
@@ -74,6 +62,8 @@ _BUILT = tuple(
     for overload in ("", *overloads.split())
 )
 _LIBRARY_LINEAR = ("linear", "linear.default", "addmm", "addmm.default")
+#: What the grader forbids per exercise (tools/grading/spec.py reads it from here).
+FORBIDDEN = {"l6_ex1": _BUILT, "l6_ex2": _LIBRARY_LINEAR}
 
 # (d_model, d_ff) pairs the student's formula is tried on; the first is the paper's.
 _SIZES = [(512, 2048), (8, 32), (10, 7), (3, 1)]
@@ -85,7 +75,7 @@ def check_parameter_count(count_ffn_parameters) -> None:
     shapes (building the block and counting its parameters is refused, here and when graded)."""
     ex = "Exercise 1 (count the parameters)"
     if callable(count_ffn_parameters):
-        names = _CalledNames()
+        names = CallNames()
         try:
             with names:
                 count_ffn_parameters(8, 32)
@@ -180,7 +170,7 @@ def _orientation_verdict(label: str, d_model: int, d_ff: int) -> str:
 def _calls_linear(ffn_forward) -> bool:
     """Whether ``ffn_forward`` calls ``F.linear`` (``nn.Linear``, ``FeedForward``) or ``addmm``."""
     x, w1, b1, w2, b2 = _weights(4, 9, 2, 3)
-    names = _CalledNames()
+    names = CallNames()
     try:
         with names:
             ffn_forward(x, w1, b1, w2, b2)

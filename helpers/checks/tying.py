@@ -20,8 +20,8 @@ import math
 
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
+from ..grading import CallNames
 from ..model import TransformerLM
 from ..params import count_parameters
 from ._core import as_number, as_tensor, call, call_described, fail, passed
@@ -106,18 +106,6 @@ FORBIDDEN = {
 }
 
 
-class _Calls(TorchFunctionMode):
-    """The names of the torch functions called while active, in order of first use."""
-
-    def __init__(self):
-        super().__init__()
-        self.names: dict[str, None] = {}
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.names.setdefault(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
-
-
 def check_embed_one_hot(embed_one_hot) -> None:
     """Exercise 1 (C8.1): ``embed_one_hot(ids, W_E)`` returns the embeddings of ``ids``,
     [n, d_model], equal to the rows ``W_E[ids]``, computed **without indexing**: an answer that
@@ -136,12 +124,12 @@ def check_embed_one_hot(embed_one_hot) -> None:
             "before the product.",
         }
         shown = f"{ids.tolist()}, W_E"
-        calls = _Calls()  # only the answer runs under it
+        calls = CallNames()  # only the answer runs under it
         with calls:
             got = _call_with_hints(
                 ex, embed_one_hot, ids, W_E, name="embed_one_hot", hints=hints, shown=shown
             )
-        used = dict.fromkeys(n.split(".")[0] for n in calls.names)  # aten's name.overload
+        used = dict.fromkeys(n.split(".")[0] for n in calls.order)  # aten's name.overload
         indexing = [FORBIDDEN[n] for n in used if n in FORBIDDEN]
         if indexing:
             fail(
