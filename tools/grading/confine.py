@@ -81,13 +81,15 @@ def command(connection_file: str, workdir: str) -> list[str]:
         "--new-session",
         "--cap-drop",
         "ALL",
+        # a private /tmp first: the read-only binds and the work folder below may lie under /tmp
+        # (a checkout or pytest's folders), and a later mount would hide them
+        "--tmpfs",
+        "/tmp",
         *_ro_binds(),
         "--proc",
         "/proc",
         "--dev",
         "/dev",
-        "--tmpfs",
-        "/tmp",
         "--bind",
         workdir,
         workdir,
