@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Callable
 
 import torch
@@ -111,6 +112,33 @@ class CallNames(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+_HELPERS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class _CourseCalls:
+    """The course's own functions the answer calls (``helpers.positional.wavelengths``, ...), seen
+    with ``sys.setprofile``: an exercise whose answer a lesson helper computes outright forbids
+    calling it (tools/grading/spec.py)."""
+
+    def __init__(self):
+        self.names: set[str] = set()
+        self._previous = None
+
+    def _profile(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(_HELPERS):
+            module = frame.f_globals.get("__name__", "")
+            if module != __name__:
+                self.names.add(f"{module}.{frame.f_code.co_qualname}")
+
+    def __enter__(self):
+        self._previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self._previous)
+
+
 def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
     """Lesson exercises (hidden tests). Call ``answer(*args, **kwargs)`` and, under the grader,
     record its result as plain data for case number k of ``exercise``. Returns None (a number
@@ -118,12 +146,14 @@ def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
     case = _cases.get(exercise, 0)
     _cases[exercise] = case + 1
     calls = CallNames()
+    course = _CourseCalls()
     try:
-        with calls:
+        with calls, course:
             result = answer(*args, **kwargs)
         entry = {"value": plain(result)}
     except Exception as error:  # the answer failed on this case: that is what gets recorded
         entry = {"error": type(error).__name__}
+    calls.names.update(course.names)
     log = os.environ.get("HELPERS_GRADING_LOG")
     if log:
         entry.update(exercise=str(exercise), case=case, calls=sorted(calls.names))

@@ -393,3 +393,19 @@ def test_capstone_cheats_lose_what_they_target(capstone):
             elif name in ("fresh_model", "untied"):
                 assert score == full[check], (name, check, got)
     assert "  rebind_checks  " in out and "  patch_audit  " in out, out
+
+
+def test_an_answer_that_calls_the_lessons_own_helper_is_seen_and_refused(monkeypatch, tmp_path):
+    import helpers
+
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    record("l4_ex2", lambda i, d: float(helpers.wavelengths(d)[i]), 3, 16)
+    record("l4_ex2", lambda i, d: 2 * 3.141592653589793 * 10000 ** (2 * i / d), 3, 16)
+    by_hand, borrowed = (json.loads(line) for line in reversed(log.read_text().splitlines()))
+    assert "helpers.positional.wavelengths" in borrowed["calls"]
+    assert not any(c.startswith("helpers.") for c in by_hand["calls"])
+    reference = {0: [{**by_hand, "case": 0}]}
+    verdict = judge("l4_ex2", reference, {0: [{**borrowed, "case": 0}]})
+    assert not verdict.correct and "forbids" in verdict.message
+    assert judge("l4_ex2", reference, reference).correct
