@@ -17,7 +17,6 @@ the same question at scale ("Train short, test long").
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +27,7 @@ from .model import POSITIONAL_KINDS, TransformerLM
 from .training import (
     CharTokenizer,
     TrainResult,
+    _one_thread,
     default_dtype,
     evaluate,
     load_text,
@@ -36,16 +36,6 @@ from .training import (
 )
 
 __all__ = ["LengthRun", "train_at_length", "loss_by_position"]
-
-
-@contextmanager
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _lengths(lengths) -> list[int]:

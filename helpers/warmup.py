@@ -11,14 +11,21 @@ bounds the first updates, which is what warm-up is for, and would blur the compa
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 
 from . import _validate as check
 from .model import TransformerLM
 from .params import count_parameters
-from .training import CharTokenizer, TrainResult, evaluate, get_batch, load_text, split_ids
+from .training import (
+    CharTokenizer,
+    TrainResult,
+    _one_thread,
+    default_dtype,
+    evaluate,
+    get_batch,
+    load_text,
+    split_ids,
+)
 
 __all__ = ["warmup_lr", "train_with_warmup", "WARMUP_RUNS", "compare_warmup"]
 
@@ -40,26 +47,6 @@ def warmup_lr(step: int, lr: float, warmup_steps: int) -> float:
     if warmup_steps == 0:
         return lr
     return lr * min(1.0, (step + 1) / warmup_steps)
-
-
-@contextmanager
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
-@contextmanager
-def _default_dtype(dtype: torch.dtype):
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 def train_with_warmup(
@@ -146,7 +133,7 @@ def compare_warmup(
     results = {}
     for name, (norm, warm) in WARMUP_RUNS.items():
         torch.manual_seed(seed)
-        with _default_dtype(dtype or torch.get_default_dtype()):  # float64 draws: any CPU path
+        with default_dtype(dtype or torch.get_default_dtype()):  # float64 draws: any CPU path
             model = TransformerLM(
                 tokenizer.vocab_size, d_model, n_layers, n_heads, max_len=block_size, norm=norm
             )
