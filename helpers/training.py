@@ -39,15 +39,20 @@ __all__ = [
     "ngram_loss",
 ]
 
-#: Texts shipped in ``helpers/data`` (see the README there for their source).
-TEXTS = ("tiny_shakespeare",)
+#: Texts shipped in ``helpers/data`` (see the README there for their source): the names
+#: :func:`load_text` accepts, and how many leading characters of the file each one is.
+TEXTS = {"tiny_shakespeare": 31_742, "tiny_shakespeare_full": None}
 
 
 def load_text(name: str = "tiny_shakespeare") -> str:
-    """Lesson 8. The text ``name`` shipped with the course (no network): ``tiny_shakespeare`` is
-    the first 31,742 characters of the tiny-shakespeare file of karpathy/char-rnn."""
-    check.choice("name", name, TEXTS)
-    return resources.files("helpers").joinpath("data", f"{name}.txt").read_text(encoding="utf-8")
+    """Lessons 8 and 9. The text ``name`` shipped with the course (no network). Both names read
+    ``helpers/data/tiny_shakespeare.txt``, the tiny-shakespeare file of karpathy/char-rnn
+    (1,115,394 characters, 65 distinct): ``tiny_shakespeare`` is its first 31,742 characters (the
+    excerpt lessons 4, 5 and 8 train on), ``tiny_shakespeare_full`` all of it (lesson 9)."""
+    check.choice("name", name, tuple(TEXTS))
+    text = resources.files("helpers").joinpath("data", "tiny_shakespeare.txt")
+    text = text.read_text(encoding="utf-8")
+    return text if TEXTS[name] is None else text[: TEXTS[name]]
 
 
 class CharTokenizer:
