@@ -7,7 +7,7 @@ One module per lesson idea:
 * lesson 6, :mod:`helpers.feedforward`: the feed-forward block
 * lesson 7, :mod:`helpers.blocks`: the block, and stacking
 * lesson 8, :mod:`helpers.model`, :mod:`helpers.params`: embeddings, output, weight tying
-* lesson 9 (capstone), :mod:`helpers.checklist`: ``audit(model)`` runs the checklist K1-K5
+* lesson 10 (capstone), :mod:`helpers.checklist`: ``audit(model)`` runs the checklist K1-K5
 
 :mod:`helpers.widgets` holds one explorer per lesson, :mod:`helpers.checks` the exercise checks.
 """

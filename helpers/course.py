@@ -60,9 +60,9 @@ LESSONS: tuple[Lesson, ...] = (
         "tying",
     ),
     Lesson(
-        9,
+        10,
         "Trust but verify: the checklist as an executable audit (capstone)",
-        "09_trust_but_verify.ipynb",
+        "10_trust_but_verify.ipynb",
         ("K1", "K2", "K3", "K4", "K5"),
         None,
         "audit",

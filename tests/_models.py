@@ -1,4 +1,4 @@
-"""Test-only models for the audit (lesson 9): a small GPT written in another style than the
+"""Test-only models for the audit (lesson 10): a small GPT written in another style than the
 course's, and Hugging Face GPT-2 built from a config (random weights, nothing downloaded)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Lesson 9: the audit (helpers.audit) decides K1-K5 right on correct, broken and foreign models,
+"""Lesson 10: the audit (helpers.audit) decides K1-K5 right on correct, broken and foreign models,
 and the exercise checks (helpers.checks.audit) give a verdict on every kind of wrong answer."""
 
 import copy

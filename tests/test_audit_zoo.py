@@ -1,4 +1,4 @@
-"""Lesson 9: the audit on models the course did not write (issue 17). Each mistake it once made
+"""Lesson 10: the audit on models the course did not write (issue 17). Each mistake it once made
 has a regression test on a minimal model in the style that showed it, and on the real family
 (Hugging Face transformers, tiny configs, random weights, nothing downloaded)."""
 

@@ -314,23 +314,23 @@ CAPSTONE = next(lesson for lesson in cw.LESSONS if lesson.topic == "audit")
 CAPSTONE_CHEATS = {
     # every check name prints "passed", every answer a stub: nothing earned
     "rebind_checks": {
-        "l9_ex1": "class _Ok:\n    def __getattr__(self, name):\n        return lambda *a, **k: print('✓ passed')\n\n"
+        "l10_ex1": "class _Ok:\n    def __getattr__(self, name):\n        return lambda *a, **k: print('✓ passed')\n\n"
         "checks = _Ok()\n\ndef fix_reused_blocks(model):\n    raise NotImplementedError()",
     },
     # the audit patched to pass everything, the model left broken
     "patch_audit": {
-        "l9_ex1": "import helpers.checklist, helpers.checks.audit as _a\n"
+        "l10_ex1": "import helpers.checklist, helpers.checks.audit as _a\n"
         "_a.audit = lambda m, **k: type('R', (), {'__getitem__': lambda s, k: type('C', (), "
         "{'status': 'passed', 'finding': 'tied'})(), '__iter__': lambda s: iter(())})()\n"
         "def fix_reused_blocks(model):\n    return model",
     },
     # exercise 1 answered with a fresh model, exercise 3 with the library's class
     "fresh_model": {
-        "l9_ex1": "def fix_reused_blocks(model):\n    return TransformerLM(**checks.SETTINGS)",
-        "l9_ex3": "class RepairedLM(TransformerLM):\n    pass",
+        "l10_ex1": "def fix_reused_blocks(model):\n    return TransformerLM(**checks.SETTINGS)",
+        "l10_ex3": "class RepairedLM(TransformerLM):\n    pass",
     },
     # exercise 2 left untied (an audit passes untied models on K5)
-    "untied": {"l9_ex2": "def tie_transposed(model):\n    return model"},
+    "untied": {"l10_ex2": "def tie_transposed(model):\n    return model"},
 }
 
 

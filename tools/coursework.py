@@ -92,7 +92,7 @@ class Exercise:
 
 
 def assignment_id(lesson: Lesson) -> str:
-    """The nbgrader assignment name of a lesson: ``lesson04``, ..., ``lesson09``."""
+    """The nbgrader assignment name of a lesson: ``lesson04``, ..., ``lesson10``."""
     return f"lesson{lesson.number:02d}"
 
 

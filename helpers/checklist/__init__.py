@@ -1,4 +1,4 @@
-"""Lesson 9 (capstone): the sheet's checklist as an executable audit of a language model.
+"""Lesson 10 (capstone): the sheet's checklist as an executable audit of a language model.
 
     report = audit(model)        # any PyTorch LM: tokens [B, n] -> logits [B, n, vocab_size]
     report                        # a table in a notebook; print(report) as text

@@ -2,7 +2,7 @@
 
 :class:`TorchEncoderLM` is built from ``nn.TransformerEncoderLayer`` (not the course's code) and
 passes every check. Each model of :data:`BROKEN_MODELS` is a small ``TransformerLM`` with one
-flaw, caught by one check only: the exercises of lesson 9 ask the student to find and repair them.
+flaw, caught by one check only: the exercises of lesson 10 ask the student to find and repair them.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = [
 
 
 class TorchEncoderLM(nn.Module):
-    """Lesson 9. A causal LM from PyTorch's own ``nn.TransformerEncoderLayer`` (not the course's
+    """Lesson 10. A causal LM from PyTorch's own ``nn.TransformerEncoderLayer`` (not the course's
     code): token embedding + learned position, ``n_layers`` layers (``norm_first`` True = pre-norm),
     a final LayerNorm for pre-norm, output projection tied to the embedding if ``tie_weights``."""
 
@@ -72,7 +72,7 @@ _SMALL = dict(vocab_size=100, d_model=32, n_layers=2, n_heads=4, max_len=32)
 
 
 class PositionAfterFirstBlockLM(TransformerLM):
-    """Lesson 9, broken for K1: position is added *after* the first block, not before it."""
+    """Lesson 10, broken for K1: position is added *after* the first block, not before it."""
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         h = self.token_embedding(tokens)  # [B, n, d]: no position yet
@@ -98,7 +98,7 @@ class _NoResidual(nn.Module):
 
 
 class MissingResidualLM(TransformerLM):
-    """Lesson 9, broken for K2: the last block's feed-forward is not wrapped in a residual."""
+    """Lesson 10, broken for K2: the last block's feed-forward is not wrapped in a residual."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -106,7 +106,7 @@ class MissingResidualLM(TransformerLM):
 
 
 class NarrowFeedForwardLM(TransformerLM):
-    """Lesson 9, broken for K3: d_ff = d_model / 2, so the feed-forward narrows, then widens."""
+    """Lesson 10, broken for K3: d_ff = d_model / 2, so the feed-forward narrows, then widens."""
 
     def __init__(self, vocab_size, d_model, n_layers, n_heads, **kwargs):
         kwargs["d_ff"] = d_model // 2
@@ -130,7 +130,7 @@ class _PerPositionFeedForward(nn.Module):
 
 
 class PerPositionFeedForwardLM(TransformerLM):
-    """Lesson 9, broken for K3: each position has its own feed-forward weights."""
+    """Lesson 10, broken for K3: each position has its own feed-forward weights."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -139,7 +139,7 @@ class PerPositionFeedForwardLM(TransformerLM):
 
 
 class ReusedBlockLM(TransformerLM):
-    """Lesson 9, broken for K4: one block object at every depth (``[block] * n_layers``)."""
+    """Lesson 10, broken for K4: one block object at every depth (``[block] * n_layers``)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -147,7 +147,7 @@ class ReusedBlockLM(TransformerLM):
 
 
 class CopiedOutputLM(TransformerLM):
-    """Lesson 9, broken for K5: the output projection holds a *copy* of the embedding matrix."""
+    """Lesson 10, broken for K5: the output projection holds a *copy* of the embedding matrix."""
 
     def __init__(self, *args, **kwargs):
         kwargs["tie_weights"] = False
@@ -167,7 +167,7 @@ BROKEN_MODELS = {
 
 
 def broken_model(flaw: str, seed: int = 0, **kwargs) -> TransformerLM:
-    """Lesson 9. A small TransformerLM with one deliberate flaw, the one ``flaw`` (a key of
+    """Lesson 10. A small TransformerLM with one deliberate flaw, the one ``flaw`` (a key of
     :data:`BROKEN_MODELS`) names; ``kwargs`` override the small default settings."""
     check.choice("flaw", flaw, BROKEN_MODELS)
     torch.manual_seed(check.positive_int("seed", seed, minimum=0))

@@ -28,7 +28,7 @@ _COLOR = {"passed": "#1a7f37", "failed": "#cf222e", "undecided": "#9a6700"}
 
 @dataclass
 class CheckResult:
-    """Lesson 9. The verdict on one check: ``status`` is "passed", "failed" or "undecided";
+    """Lesson 10. The verdict on one check: ``status`` is "passed", "failed" or "undecided";
     ``finding`` one sentence; ``evidence`` the observations behind it (modules, shapes, numbers);
     ``took`` which modules the check took for what (role -> module names)."""
 
@@ -54,7 +54,7 @@ class CheckResult:
 
 
 class AuditReport:
-    """Lesson 9. The result of :func:`helpers.audit`: one :class:`CheckResult` per check K1-K5.
+    """Lesson 10. The result of :func:`helpers.audit`: one :class:`CheckResult` per check K1-K5.
 
     ``report.passed`` is True when all five passed; ``report.status("K3")``, ``report["K3"]``,
     ``report.failed`` (ids of failed checks), ``report.undecided``; ``report.found`` says what the

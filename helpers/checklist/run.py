@@ -40,7 +40,7 @@ def audit(
     seed: int = 0,
     title: str = "",
 ) -> AuditReport:
-    """Lesson 9. Run the sheet's checklist K1-K5 on ``model`` by observing it; return the report.
+    """Lesson 10. Run the sheet's checklist K1-K5 on ``model`` by observing it; return the report.
 
     ``model`` maps token ids [batch, n] to logits [batch, n, vocab_size] (a tensor, a tuple whose
     first item is the logits, or an object with ``.logits``). The audit finds the token embedding

@@ -1,4 +1,4 @@
-"""Checks for the exercises of lesson 9 (trust but verify): repair a broken model until the audit
+"""Checks for the exercises of lesson 10 (trust but verify): repair a broken model until the audit
 passes.
 
 Each check builds a fresh broken model (so a student's earlier attempt cannot leak in), applies the
@@ -112,7 +112,7 @@ def _fresh(cls):
 
 
 class MatrixHead(nn.Module):
-    """Lesson 9, exercise 2: an output projection stored the way the formula writes it,
+    """Lesson 10, exercise 2: an output projection stored the way the formula writes it,
     ``logits = h @ W`` with ``W`` of shape [d_model, vocab_size] (nn.Linear stores [out, in])."""
 
     def __init__(self, d_model: int, vocab_size: int):
@@ -124,7 +124,7 @@ class MatrixHead(nn.Module):
 
 
 class TransposedHeadLM(TransformerLM):
-    """Lesson 9, exercise 2: an untied model whose output projection is a :class:`MatrixHead`
+    """Lesson 10, exercise 2: an untied model whose output projection is a :class:`MatrixHead`
     (its own [d_model, vocab_size] matrix), not an ``nn.Linear``."""
 
     def __init__(self, *args, **kwargs):
@@ -147,7 +147,7 @@ def _same_model(exercise: str, given, returned, what: str) -> None:
 
 
 def check_reused_blocks(fix_reused_blocks) -> None:
-    """Lesson 9, exercise 1 (K4). ``fix_reused_blocks(model)`` returns the model of
+    """Lesson 10, exercise 1 (K4). ``fix_reused_blocks(model)`` returns the model of
     :class:`ReusedBlockLM` repaired: an independent block (its own parameters) at every depth."""
     ex = "Exercise 1 (K4)"
     given = _fresh(ReusedBlockLM)
@@ -158,7 +158,7 @@ def check_reused_blocks(fix_reused_blocks) -> None:
 
 
 def check_copied_output(tie_output) -> None:
-    """Lesson 9 (K5). ``tie_output(model)`` returns the model of :class:`CopiedOutputLM`
+    """Lesson 10 (K5). ``tie_output(model)`` returns the model of :class:`CopiedOutputLM`
     repaired: the output projection's weight *is* the embedding's."""
     ex = "Exercise 2 (K5)"
     given = _fresh(CopiedOutputLM)
@@ -169,7 +169,7 @@ def check_copied_output(tie_output) -> None:
 
 
 def check_tie_transposed(tie_transposed) -> None:
-    """Lesson 9, exercise 2 (K5, a new layout). ``tie_transposed(model)`` returns the
+    """Lesson 10, exercise 2 (K5, a new layout). ``tie_transposed(model)`` returns the
     :class:`TransposedHeadLM` it was given, tied: its logits computed with the embedding matrix
     itself, transposed, and one vocab_size x d_model matrix fewer to count."""
     ex = "Exercise 2 (K5)"
@@ -197,7 +197,7 @@ def check_tie_transposed(tie_transposed) -> None:
 
 
 def check_position_before_first_block(RepairedLM) -> None:
-    """Lesson 9, exercise 3 (K1). ``RepairedLM`` subclasses :class:`PositionAfterFirstBlockLM`
+    """Lesson 10, exercise 3 (K1). ``RepairedLM`` subclasses :class:`PositionAfterFirstBlockLM`
     and overrides ``forward`` so that position is added once, before the first block."""
     ex = "Exercise 3 (K1)"
     if RepairedLM is None:
