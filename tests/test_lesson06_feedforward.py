@@ -2,7 +2,6 @@
 
 import json
 import math
-import statistics
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -455,19 +454,6 @@ def test_explorer_updates_in_place_for_every_control():
     finally:
         e.close()
     e.close()  # closing twice is harmless
-
-
-def test_explorer_update_is_fast():
-    e = feedforward_explorer()
-    try:
-        times = []
-        for i in range(6):
-            e.controls["d_model"].value = 256 if i % 2 else 512
-            times.append(e.last_update_seconds)
-        # target 0.1 s on this machine (measured ~0.06 s); generous bound for a shared CI box
-        assert statistics.median(times) < 0.5
-    finally:
-        e.close()
 
 
 # ---------------------------------------------------------------- exercise checks

@@ -6,7 +6,6 @@ import copy
 import io
 import json
 import math
-import statistics
 import sys
 from pathlib import Path
 
@@ -1052,15 +1051,6 @@ def test_explorer_leaves_the_global_random_state_alone():
     e.controls["norm"].value = "post"
     e.close()
     torch.testing.assert_close(torch.rand(3), want)
-
-
-def test_explorer_update_is_fast_at_default_settings(explorer):
-    times = []
-    for depth in [3, 7, 6, 12, 1, 6, 5, 6, 2, 9, 6]:
-        explorer.controls["depth"].value = depth
-        times.append(explorer.last_update_seconds)
-    # target 0.1 s; the bound is loose because the test machine's 2 cores are shared
-    assert statistics.median(times) < 0.5
 
 
 @pytest.mark.parametrize(
