@@ -23,7 +23,7 @@ LESSONS: tuple[Lesson, ...] = (
         4,
         "Position: why attention needs it, sinusoidal and learned encodings",
         "04_positional_encoding.ipynb",
-        ("C4.1", "C4.2", "C4.3", "C4.4", "C4.5", "C4.6", "C4.7", "C4.9"),
+        ("C4.1", "C4.2", "C4.3", "C4.4", "C4.5", "C4.6", "C4.7", "C4.8", "C4.9"),
         "positional_explorer",
         "position",
     ),

@@ -871,3 +871,230 @@ def test_check_wavelength_verdict_does_not_show_the_wavelength(fn):
     for shown in (f"{right:.3g}", f"{right:.4g}", f"{right:,.0f}", f"{right:.6g}"):
         assert shown not in message, message
     assert "10000^(2i/d_model)" not in message or "w_i = 1/10000^(2i/d_model)" in message
+
+
+# ----------------------------------------------------------------------------------------------
+# C4.8 position inside attention: the notebook's experiments, exercises 5 and 6, the explorer
+# ----------------------------------------------------------------------------------------------
+
+
+def test_C4_8_rope_score_depends_on_offset_only_and_added_pe_does_not():
+    """The notebook's experiment: random q, k (float64), 72 query positions per offset."""
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 16, dtype=torch.float64, generator=g)
+    p = torch.arange(30, 530, 7)
+    pe = sinusoidal_encoding_at(torch.arange(600), 16, dtype=torch.float64)
+    for offset in (-30, -1, 0, 3, 30):
+        j = p + offset
+        rope = (
+            helpers.apply_rotary(q.expand(len(p), 16), p)
+            * helpers.apply_rotary(k.expand(len(p), 16), j)
+        ).sum(1)
+        assert float(rope.max() - rope.min()) < 1e-9
+        torch.testing.assert_close(rope, (q @ rotation_matrix(offset, 16) @ k).expand(len(p)))
+        added = ((q + pe[p]) * (k + pe[j])).sum(1)
+        assert float(added.max() - added.min()) > 1.0
+
+
+def test_C4_8_alibi_steeper_slope_attends_closer():
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(8, 64, 16, dtype=torch.float64, generator=g)
+    k = torch.randn(8, 64, 16, dtype=torch.float64, generator=g)
+    back = (torch.arange(64)[:, None] - torch.arange(64)[None, :]).clamp(min=0)
+    bias = helpers.alibi_bias(8, 64, dtype=torch.float64)
+    reach = (helpers.attention_weights(q, k, causal=True, bias=bias) * back).sum(-1).mean(-1)
+    plain = (helpers.attention_weights(q, k, causal=True) * back).sum(-1).mean(-1).mean()
+    assert all(reach[h] < reach[h + 1] for h in range(7))
+    assert reach[0] < 0.2 * plain < reach[-1] < plain
+
+
+def right_rotary_half_split(x, positions):
+    n, d = x.shape
+    half = d // 2
+    rates = 1.0 / 10000 ** (2 * torch.arange(half, dtype=torch.float64) / d)
+    angles = positions.to(torch.float64)[:, None] * rates[None, :]
+    c, s = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)
+    x1, x2 = x[:, :half], x[:, half:]
+    return torch.cat([c * x1 - s * x2, s * x1 + c * x2], dim=1)
+
+
+def _half_split_by_library(x, positions):
+    """An independent right answer: the course's interleaved rotary after permuting columns
+    (Llama column j is course column to_course[j]; tests/test_issue18 checks this on Llama)."""
+    d = x.shape[-1]
+    to_course = torch.cat([torch.arange(1, d, 2), torch.arange(0, d, 2)])
+    course = torch.empty_like(x)
+    course[..., to_course] = x
+    return helpers.apply_rotary(course, positions)[..., to_course]
+
+
+def test_C4_8_half_split_solution_equals_library_after_the_permutation():
+    x = torch.randn(7, 12, dtype=torch.float64)
+    positions = torch.tensor([0, 4, 9, 100, 2, 31, 1500])
+    torch.testing.assert_close(
+        right_rotary_half_split(x, positions),
+        _half_split_by_library(x, positions),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_check_rotary_half_split_right_answers(capsys):
+    checks.check_rotary_half_split(right_rotary_half_split)
+    checks.check_rotary_half_split(_half_split_by_library)
+    checks.check_rotary_half_split(lambda x, p: right_rotary_half_split(x.float(), p))  # float32
+    checks.check_rotary_half_split(lambda x, p: right_rotary_half_split(x, p).numpy())
+    assert "✓ Exercise 5" in capsys.readouterr().out
+
+
+def _rate_without_2(x, positions):
+    n, d = x.shape
+    half = d // 2
+    angles = positions.double()[:, None] / 10000 ** (torch.arange(half, dtype=torch.float64) / d)
+    c, s = torch.cos(angles), torch.sin(angles)
+    return torch.cat([c * x[:, :half] - s * x[:, half:], s * x[:, :half] + c * x[:, half:]], dim=1)
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (lambda x, p: None, "is None"),
+        (lambda x, p: helpers.apply_rotary(x, p), "interleaved layout"),
+        (lambda x, p: right_rotary_half_split(x, -p), "turns the wrong way"),
+        (_rate_without_2, "not turned by the angle position·w_1"),
+        (lambda x, p: x, "not turned by the angle"),
+        (lambda x, p: 2 * right_rotary_half_split(x, p), "length"),
+        (lambda x, p: right_rotary_half_split(x, p)[:, :-1], r"shape \[6, 7\]"),
+        (lambda x, p: right_rotary_half_split(x, p).long(), "dtype"),
+        (lambda x, p: right_rotary_half_split(x, p + 1), "at position 0 the vector changed"),
+    ],
+)
+def test_check_rotary_half_split_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match):
+        checks.check_rotary_half_split(fn)
+
+
+def right_alibi_bias_for(n_heads, n):
+    closest = 2 ** math.floor(math.log2(n_heads))
+    slopes = [2 ** (-8 * h / closest) for h in range(1, closest + 1)]
+    slopes += [2 ** (-8 * j / (2 * closest)) for j in range(1, 2 * (n_heads - closest), 2)]
+    m = torch.tensor(slopes, dtype=torch.float64)
+    idx = torch.arange(n, dtype=torch.float64)
+    return -m[:, None, None] * (idx[:, None] - idx[None, :]).abs()
+
+
+@pytest.mark.parametrize("n_heads", [1, 3, 6, 8, 12, 24, 32])
+def test_C4_8_alibi_exercise_solution_equals_library(n_heads):
+    torch.testing.assert_close(
+        right_alibi_bias_for(n_heads, 6), helpers.alibi_bias(n_heads, 6, dtype=torch.float64)
+    )
+
+
+def test_check_alibi_bias_right_answers(capsys):
+    checks.check_alibi_bias(right_alibi_bias_for)
+    checks.check_alibi_bias(lambda h, n: helpers.alibi_bias(h, n))  # float32
+    checks.check_alibi_bias(lambda h, n: right_alibi_bias_for(h, n).numpy())
+    out = capsys.readouterr().out
+    assert "✓ Exercise 6" in out and "1/4, 1/16, 1/64, 1/256, 1/2, 1/8" in out
+
+
+def _naive_slopes(n_heads, n):  # 2^(-8h/H) for every H: right only for powers of two
+    m = 2.0 ** (-8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64) / n_heads)
+    idx = torch.arange(n, dtype=torch.float64)
+    return -m[:, None, None] * (idx[:, None] - idx[None, :]).abs()
+
+
+def _even_extra(n_heads, n):  # the 2nd, 4th, ... slopes of 2N heads
+    c = 2 ** math.floor(math.log2(n_heads))
+    s = [2 ** (-8 * h / c) for h in range(1, c + 1)]
+    s += [2 ** (-8 * j / (2 * c)) for j in range(2, 2 * (n_heads - c) + 1, 2)]
+    idx = torch.arange(n, dtype=torch.float64)
+    return (
+        -torch.tensor(s, dtype=torch.float64)[:, None, None] * (idx[:, None] - idx[None, :]).abs()
+    )
+
+
+def _extra_first(n_heads, n):  # the right slopes, the extra ones first
+    b = right_alibi_bias_for(n_heads, n)
+    c = 2 ** math.floor(math.log2(n_heads))
+    return torch.cat([b[c:], b[:c]]) if c != n_heads else b
+
+
+@pytest.mark.parametrize(
+    "fn,match",
+    [
+        (None, "is None"),
+        (_naive_slopes, "not a power of two; the paper's recipe"),
+        (_even_extra, "take the 1st, 3rd"),
+        (_extra_first, "first 2 slopes must be those of 2 heads"),
+        (lambda h, n: -right_alibi_bias_for(h, n), "m_h > 0"),
+        (lambda h, n: right_alibi_bias_for(h, n) - 1, "diagonal"),
+        (lambda h, n: -(right_alibi_bias_for(h, n) ** 2), "straight line"),
+        (lambda h, n: right_alibi_bias_for(h, n)[:, :, :-1], r"shape \[1, 5, 4\]"),
+        (lambda h, n: torch.tril(right_alibi_bias_for(h, n)), "not symmetric"),
+        (lambda h, n: 2 * right_alibi_bias_for(h, n), "power of two"),
+        (lambda h, n: right_alibi_bias_for(h, n).long(), "dtype"),
+    ],
+)
+def test_check_alibi_bias_wrong_answers(fn, match):
+    with pytest.raises(ExerciseFailed, match=match):
+        checks.check_alibi_bias(fn)
+
+
+@pytest.mark.parametrize(
+    "fn", [_naive_slopes, _even_extra, lambda h, n: 2 * right_alibi_bias_for(h, n)]
+)
+def test_check_alibi_bias_verdict_does_not_show_the_slopes(fn):
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_alibi_bias(fn)
+    message = str(info.value)
+    assert not re.search(r"\d\.\d", message), message  # no slope value, only the recipe
+
+
+def test_C4_8_positional_explorer_scheme_changes_the_right_panel():
+    from helpers.widgets import positional_explorer
+
+    assert plt.get_fignums() == []
+    e = positional_explorer(positions=(100, 140))
+    try:
+        sim_axes = e.figure.axes[2]
+        before = _artists(e)
+        torch.testing.assert_close(
+            torch.from_numpy(before[2]),
+            sinusoidal_encoding_at(torch.arange(100, 141), 64, dtype=torch.float64)
+            @ sinusoidal_encoding_at(torch.arange(100, 141), 64, dtype=torch.float64).T,
+        )
+        e.controls["scheme"].value = "rotary"
+        rope = _artists(e)
+        assert _changed(before[2], rope[2]) and not _changed(before[0], rope[0])  # waves kept
+        s = torch.from_numpy(rope[2])  # [41, 41]: q_p·k_j
+        for delta in range(-40, 41):  # a function of j - p only
+            diagonal = torch.diagonal(s, delta)
+            assert float(diagonal.max() - diagonal.min()) < 1e-9
+        assert not torch.allclose(s, s.T, atol=1e-3)  # not symmetric, unlike PE(p)·PE(q)
+        assert "q_p·k_q" in sim_axes.get_title() and "RoPE" in e.info.value
+        n = e.n_updates
+        e.controls["positions"].value = (1500, 1540)  # the same offsets far away: the same picture
+        assert e.n_updates == n + 1
+        np.testing.assert_allclose(_artists(e)[2], rope[2], rtol=0, atol=1e-9)
+
+        e.controls["scheme"].value = "alibi"
+        alibi = _artists(e)[2]
+        idx = np.arange(41)
+        np.testing.assert_array_equal(alibi, -0.5 * np.abs(idx[:, None] - idx[None, :]))
+        assert "ALiBi" in sim_axes.get_title() and "m = 0.5" in e.info.value
+        e.controls["scheme"].value = "sinusoidal"
+        assert sim_axes.get_title() == "PE(p)·PE(q)"
+        assert plt.get_fignums() == []
+    finally:
+        e.close()
+    assert plt.get_fignums() == []
+
+
+@pytest.mark.parametrize("scheme", ["relative", "RoPE", None, 3])
+def test_positional_explorer_bad_scheme(scheme):
+    from helpers.widgets import positional_explorer
+
+    with pytest.raises(ValueError, match="scheme must be one of 'sinusoidal', 'rotary', 'alibi'"):
+        positional_explorer(scheme=scheme)

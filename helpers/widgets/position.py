@@ -1,9 +1,12 @@
 """Lesson 4 explorer: the sinusoidal positional encoding, three small pictures that move together.
 
 Controls: ``d_model`` (the width of the table), ``pair`` (the column pair i, columns 2i = sin and
-2i+1 = cos) and ``positions`` (the range of positions shown). Panels: the two waves of the chosen
-pair, the table as a heatmap (the chosen pair marked), and the similarity PE(p)·PE(q) over the
-range. Every update changes the existing artists in place.
+2i+1 = cos), ``positions`` (the range of positions shown) and ``scheme`` (C4.8: what the right
+panel shows). Panels: the two waves of the chosen pair, the table as a heatmap (the chosen pair
+marked), and a score over every pair of positions (p, q) of the range: the similarity
+PE(p)·PE(q) of the sinusoidal table, the rotary score (R_p q)·(R_q k) of one fixed random query q
+and key k (RoPE turns pair i by the same angle pos·w_i as the table), or ALiBi's bias -m·|p - q|
+of one head. Every update changes the existing artists in place.
 """
 
 from __future__ import annotations
@@ -17,13 +20,21 @@ import torch
 from matplotlib.figure import Figure
 
 from .. import _validate as check
-from ..positional import sinusoidal_encoding_at, wavelengths
-from ._base import Explorer, slider
+from ..positional import alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding_at, wavelengths
+from ._base import Explorer, dropdown, slider
 
 __all__ = ["positional_explorer", "PositionalExplorer"]
 
 MAX_POSITION = 2048  # the position range slider goes up to here
 MAX_SPAN = 256  # at most this many positions are shown at once (keeps the similarity small)
+ALIBI_HEADS = 8  # the ALiBi panel shows head 1 of 8 (m = 1/2) and says so
+
+#: scheme -> the right panel's title (what a pixel (p, q) holds)
+SCHEMES = {
+    "sinusoidal": "PE(p)·PE(q)",
+    "rotary": "RoPE: q_p·k_q",
+    "alibi": f"ALiBi bias, head 1 of {ALIBI_HEADS}",
+}
 
 
 @lru_cache(maxsize=8)  # at most ~12 MB: 8 x (257 x 512 table + 257 x 257 similarity), float64
@@ -31,6 +42,29 @@ def _tables(d_model: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray
     """PE rows start..stop (inclusive) [n, d_model] and their similarity matrix [n, n]."""
     pe = sinusoidal_encoding_at(torch.arange(start, stop + 1), d_model, dtype=torch.float64)
     return pe.numpy(), (pe @ pe.T).numpy()  # [n, d], [n, n]
+
+
+@lru_cache(maxsize=1)
+def _query_key(d_model: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One fixed random query and key of length d_model (float64, the same on every machine)."""
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, d_model, dtype=torch.float64, generator=g)  # [d], [d]
+    return q, k
+
+
+@lru_cache(maxsize=8)
+def _scores(scheme: str, d_model: int, start: int, stop: int) -> np.ndarray:
+    """The right panel's matrix [n, n] over positions start..stop (C4.8 for rotary and ALiBi)."""
+    if scheme == "sinusoidal":
+        return _tables(d_model, start, stop)[1]
+    n = stop - start + 1
+    if scheme == "alibi":  # the bias depends on p - q only, not on where the range starts
+        return alibi_bias(ALIBI_HEADS, n, dtype=torch.float64)[0].numpy()  # [n, n]
+    q, k = _query_key(d_model)
+    positions = torch.arange(start, stop + 1)  # [n]
+    rq = apply_rotary(q.expand(n, d_model), positions)  # [n, d]: row p is R_p q
+    rk = apply_rotary(k.expand(n, d_model), positions)  # [n, d]: row j is R_j k
+    return (rq @ rk.T).numpy()  # [n, n]: q_p·k_j, a function of j - p only
 
 
 class PositionalExplorer(Explorer):
@@ -53,12 +87,20 @@ class PositionalExplorer(Explorer):
 
 
 def positional_explorer(
-    d_model: int = 64, pair: int = 4, positions: tuple[int, int] = (0, 100)
+    d_model: int = 64,
+    pair: int = 4,
+    positions: tuple[int, int] = (0, 100),
+    scheme: str = "sinusoidal",
 ) -> PositionalExplorer:
     """Lesson 4 explorer. Returns a widget; drag its sliders to see the encoding change.
 
     ``PE(pos, 2i) = sin(pos * w_i)``, ``PE(pos, 2i+1) = cos(pos * w_i)``, ``w_i = 10000^(-2i/d_model)``.
+    ``scheme`` (C4.8) picks the right panel: ``"sinusoidal"`` PE(p)·PE(q), ``"rotary"`` the RoPE
+    score (R_p q)·(R_q k) of a fixed random q and k, ``"alibi"`` ALiBi's bias -m|p - q| (head 1
+    of 8, m = 1/2).
     """
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {', '.join(map(repr, SCHEMES))}, got {scheme!r}")
     d_model = check.positive_int("d_model", d_model, minimum=8)
     if d_model % 8 or d_model > 512:
         raise ValueError(f"d_model must be a multiple of 8 between 8 and 512, got {d_model}")
@@ -94,6 +136,7 @@ def positional_explorer(
             style={"description_width": "initial"},
             layout=widgets.Layout(width="420px"),
         ),
+        "scheme": dropdown("right panel", list(SCHEMES), scheme),
     }
 
     fig = Figure(figsize=(10.5, 2.9))
@@ -118,7 +161,7 @@ def positional_explorer(
         ax.locator_params(nbins=4)  # few tick labels: drawing text is most of an update's cost
         ax.tick_params(labelsize="small")
 
-    def update(d_model: int, pair: int, positions: tuple[int, int]) -> str:
+    def update(d_model: int, pair: int, positions: tuple[int, int], scheme: str) -> str:
         pair = min(pair, d_model // 2 - 1)
         start, stop = positions
         clipped = stop - start > MAX_SPAN
@@ -138,14 +181,31 @@ def positional_explorer(
         marks[0].set_xdata([2 * pair - 0.5] * 2)
         marks[1].set_xdata([2 * pair + 1.5] * 2)
         ax_heat.set_title(f"PE, {len(x)} × {d_model}", fontsize="medium")
-        sim.set_data(s)
+        scores = _scores(scheme, d_model, start, stop)  # [n, n]
+        sim.set_data(scores)
         sim.set_extent((start - 0.5, stop + 0.5, stop + 0.5, start - 0.5))
-        sim.set_clim(float(s.min()), float(s.max()))  # d_model/2 on the diagonal
+        sim.set_clim(float(scores.min()), float(scores.max()))  # d_model/2 on PE's diagonal
+        ax_sim.set_title(SCHEMES[scheme], fontsize="medium")
         note = f" (showing the first {MAX_SPAN + 1} positions of the range)" if clipped else ""
+        right = {
+            "sinusoidal": "Right: PE(p)·PE(q), symmetric, the same along every diagonal (C4.6).",
+            "rotary": (
+                "Right: RoPE's score q_p·k_q of one fixed random query vector at position p and "
+                "key vector at position q, both rotated by their positions (pair i by pos·w_i, "
+                "the angle of the waves): the same along every diagonal, a function of q - p "
+                "only; unlike PE(p)·PE(q) not symmetric, and where it peaks depends on the "
+                "vectors."
+            ),
+            "alibi": (
+                f"Right: ALiBi's bias -m·|p - q| of head 1 of {ALIBI_HEADS} (m = "
+                f"{float(alibi_slopes(ALIBI_HEADS)[0]):g}), added to that head's scores: "
+                "0 on the diagonal, falling by m per position of distance; it uses no table."
+            ),
+        }[scheme]
         return (
             f"d_model = {d_model}: {d_model // 2} column pairs, wavelengths from 2π ≈ 6.28 to "
             f"{float(wavelengths(d_model)[-1]):,.0f} positions. Pair {pair} turns by "
-            f"{math.degrees(float(2 * math.pi / lam)):.3g}° per position.{note}"
+            f"{math.degrees(float(2 * math.pi / lam)):.3g}° per position.{note} {right}"
         )
 
     return PositionalExplorer("Lesson 4: the sinusoidal positional encoding", controls, fig, update)

@@ -29,6 +29,11 @@ SPECS: dict[str, Spec] = {
     # calling it scores 0 (helpers.grading sees the course's functions an answer calls)
     "l4_ex2": Spec(forbid=("helpers.positional.wavelengths", "helpers.positional.angle_rates")),
     "l4_ex3": Spec(forbid=("helpers.positional.rotation_matrix",)),
+    # ex 5 and 6 (C4.8) write rotary (half-split) and ALiBi's bias: not the library's versions
+    "l4_ex5": Spec(
+        forbid=("helpers.positional.apply_rotary", "helpers.positional.rotation_matrix")
+    ),
+    "l4_ex6": Spec(forbid=("helpers.positional.alibi_bias", "helpers.positional.alibi_slopes")),
     "l8_ex2": Spec(
         rtol=0.0,
         atol=0.0,
