@@ -247,6 +247,19 @@ def _one_thread():
         torch.set_num_threads(threads)
 
 
+def _train_step(model, optimizer, train_ids, batch_size, block_size, generator) -> float:
+    """One step of the course's training loop (lesson 8's :func:`train_lm`, lesson 9's
+    :mod:`helpers.pretrain`): ``batch_size`` windows drawn from ``generator``, the next-token
+    loss, its gradient clipped to norm 1, one ``optimizer`` step. Returns the batch's loss."""
+    tokens = get_batch(train_ids, batch_size, block_size, generator)  # [B, block+1]
+    loss = model.loss(tokens)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss.item()
+
+
 def _train(
     model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, eval_every=None
 ) -> TrainResult:
@@ -258,13 +271,8 @@ def _train(
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
     for step in range(1, steps + 1):
-        tokens = get_batch(train_ids, batch_size, block_size, generator)  # [B, block+1]
-        loss = model.loss(tokens)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        result.train_losses.append(loss.item())
+        loss = _train_step(model, optimizer, train_ids, batch_size, block_size, generator)
+        result.train_losses.append(loss)
         if eval_every and step % eval_every == 0 and step < steps:
             result.val_steps.append(step)
             result.val_losses.append(evaluate(model, val_ids, block_size))
