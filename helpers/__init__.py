@@ -7,6 +7,7 @@ One module per lesson idea:
 * lesson 6, :mod:`helpers.feedforward`: the feed-forward block
 * lesson 7, :mod:`helpers.blocks`: the block, and stacking
 * lesson 8, :mod:`helpers.model`, :mod:`helpers.params`: embeddings, output, weight tying
+* lesson 9, :mod:`helpers.generation`: from logits to text (greedy, temperature, top-k)
 * lesson 10 (capstone), :mod:`helpers.checklist`: ``audit(model)`` runs the checklist K1-K5
 
 :mod:`helpers.widgets` holds one explorer per lesson, :mod:`helpers.checks` the exercise checks.
@@ -17,6 +18,7 @@ from .blocks import TransformerBlock, make_stack
 from .checklist import AuditReport, audit
 from .diagnostics import gradient_norms, next_token_loss
 from .feedforward import FeedForward, gelu, gelu_tanh, relu, silu, swiglu_hidden
+from .generation import generate, generate_text, next_token_probs
 from .model import GPT2_SMALL, LMConfig, TransformerLM, init_weights
 from .normalization import LayerNorm, Residual, RMSNorm
 from .params import count_parameters, parameter_breakdown
@@ -69,6 +71,9 @@ __all__ = [
     "parameter_breakdown",
     "gradient_norms",
     "next_token_loss",
+    "next_token_probs",
+    "generate",
+    "generate_text",
     "fmt",
     "audit",
     "AuditReport",

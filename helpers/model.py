@@ -263,6 +263,22 @@ class TransformerLM(nn.Module):
         check.token_ids("tokens", tokens, self.config.vocab_size)
         return next_token_loss(self, tokens)
 
+    def generate(
+        self,
+        tokens: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Lesson 9 (C9.2). tokens [batch, n] -> ids [batch, n + max_new_tokens]: each new token
+        drawn from softmax(logits / temperature) of the last position (temperature 0: greedy,
+        the argmax; ``top_k``: only the k largest logits; ``generator``: a seeded
+        ``torch.Generator`` for reproducible text). See :func:`helpers.generation.generate`."""
+        from .generation import generate  # helpers.generation needs this module's class
+
+        return generate(self, tokens, max_new_tokens, temperature, top_k, generator)
+
     def extra_repr(self) -> str:
         config = asdict(self.config)
         if config["norm_type"] == "layer":  # the default, shown only when it is not

@@ -1,0 +1,370 @@
+"""Lesson 9, generation (C9.2): next_token_probs, generate (against Hugging Face's GPT-2 and its
+TopKLogitsWarper), generate_text, the explorer and the exercise checks."""
+
+import itertools
+import math
+import os
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+from helpers import TransformerLM, generate, generate_text, next_token_probs
+from helpers.generation import _cached_logits
+from helpers.training import CharTokenizer
+
+SMALL = dict(vocab_size=13, d_model=16, n_layers=2, n_heads=2, max_len=12)
+
+
+def _model(seed=0, **overrides):
+    torch.manual_seed(seed)
+    return TransformerLM(**{**SMALL, **overrides}).double()
+
+
+def _prompt(batch=2, n=4, vocab=13, seed=1):
+    return torch.randint(0, vocab, (batch, n), generator=torch.Generator().manual_seed(seed))
+
+
+# --- next_token_probs ----------------------------------------------------------------------------
+
+
+def test_C9_2_temperature_is_softmax_of_logits_over_T():
+    logits = torch.randn(3, 7, generator=torch.Generator().manual_seed(0))
+    for T in (0.25, 0.7, 1.0, 2.0, 10.0):
+        probs = next_token_probs(logits, temperature=T)
+        assert probs.dtype == torch.float64
+        want = torch.softmax(logits.double() / T, dim=-1)
+        torch.testing.assert_close(probs, want, rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(probs.sum(-1), torch.ones(3, dtype=torch.float64))
+    # a lower temperature puts more mass on the most likely token, a higher one less
+    top = [float(next_token_probs(logits[0], T).max()) for T in (0.25, 1.0, 4.0)]
+    assert top[0] > top[1] > top[2]
+
+
+def test_C9_2_temperature_zero_is_argmax_with_the_lowest_id_on_a_tie():
+    logits = torch.tensor([[0.5, 2.0, -1.0, 2.0], [3.0, 1.0, 3.0, 0.0]])
+    probs = next_token_probs(logits, temperature=0)
+    assert probs.tolist() == [[0, 1, 0, 0], [1, 0, 0, 0]]
+    assert torch.equal(probs.argmax(-1), torch.argmax(logits, dim=-1))
+    # the limit T -> 0 of softmax(z / T), where the argmax is unique
+    z = torch.tensor([0.1, 0.9, 0.3], dtype=torch.float64)
+    torch.testing.assert_close(next_token_probs(z, 1e-3), next_token_probs(z, 0))
+
+
+def test_C9_2_top_k_equals_huggingface_top_k_warper():
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers.generation.logits_process import TopKLogitsWarper
+
+    g = torch.Generator().manual_seed(3)
+    for k in (1, 2, 5, 19, 20):
+        logits = torch.randn(4, 20, generator=g, dtype=torch.float64)
+        warped = TopKLogitsWarper(top_k=k)(None, logits.clone())
+        want = torch.softmax(warped, dim=-1)
+        got = next_token_probs(logits, top_k=k)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
+        assert ((got > 0).sum(-1) == k).all()  # random logits: no ties
+
+
+def test_C9_2_top_k_keeps_every_logit_tied_with_the_k_th():
+    logits = torch.tensor([1.0, 3.0, 2.0, 2.0, 0.0])
+    probs = next_token_probs(logits, top_k=2)
+    assert (probs > 0).tolist() == [False, True, True, True, False]
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers.generation.logits_process import TopKLogitsWarper
+
+    warped = TopKLogitsWarper(top_k=2)(None, logits[None].double().clone())
+    torch.testing.assert_close(probs, torch.softmax(warped, -1)[0])
+
+
+def test_C9_2_top_k_then_temperature():
+    logits = torch.randn(2, 9, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    kth = logits.topk(3, dim=-1).values[:, -1:]
+    want = torch.softmax(logits.masked_fill(logits < kth, -math.inf) / 0.5, dim=-1)
+    torch.testing.assert_close(next_token_probs(logits, 0.5, top_k=3), want)
+
+
+# --- generate ------------------------------------------------------------------------------------
+
+
+def test_C9_2_generate_keeps_the_prompt_and_adds_tokens():
+    model = _model()
+    prompt = _prompt()
+    out = generate(model, prompt, 5, generator=torch.Generator().manual_seed(0))
+    assert out.shape == (2, 9) and out.dtype == torch.long
+    assert torch.equal(out[:, :4], prompt)
+    assert ((0 <= out) & (out < SMALL["vocab_size"])).all()
+    assert torch.equal(generate(model, prompt, 0), prompt)
+    method = model.generate(prompt, 5, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(method, out)
+
+
+def _greedy_by_full_forward(model, tokens, n, window=None):
+    """The loop of C9.2 written plainly: the whole sequence (or its last ``window``) each step."""
+    with torch.no_grad():
+        for _ in range(n):
+            context = tokens if window is None else tokens[:, -window:]
+            nxt = model(context)[:, -1].argmax(-1, keepdim=True)
+            tokens = torch.cat([tokens, nxt], dim=1)
+    return tokens
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rotary", "alibi", "none"])
+def test_C9_2_greedy_is_the_argmax_of_the_full_forward_at_every_step(positional):
+    model = _model(positional=positional).eval()
+    prompt = _prompt(n=3)
+    steps = 14  # past max_len = 12: a learned table then sees only the last 12 tokens
+    window = 12 if positional == "learned" else None
+    want = _greedy_by_full_forward(model, prompt, steps, window)
+    assert torch.equal(generate(model, prompt, steps, temperature=0), want)
+
+
+@pytest.mark.parametrize(
+    ("positional", "norm", "norm_type", "activation"),
+    list(
+        itertools.product(
+            ["sinusoidal", "learned", "rotary", "alibi", "none"],
+            ["pre", "post"],
+            ["layer", "rms"],
+            ["relu", "swiglu"],
+        )
+    ),
+)
+def test_C9_2_cached_steps_equal_the_full_forward(positional, norm, norm_type, activation):
+    model = _model(positional=positional, norm=norm, norm_type=norm_type, activation=activation)
+    model.eval()
+    tokens = _prompt(n=12, seed=2)
+    caches = [[] for _ in model.blocks]
+    with torch.no_grad():
+        got = [_cached_logits(model, tokens[:, :5], caches, 0)]
+        got += [_cached_logits(model, tokens[:, t : t + 1], caches, t) for t in range(5, 12)]
+        want = model(tokens)[:, 4:]
+    torch.testing.assert_close(torch.stack(got, dim=1), want, rtol=1e-10, atol=1e-12)
+
+
+def _to_hf_gpt2(model: TransformerLM):
+    """A Hugging Face GPT2LMHeadModel with the course model's weights (learned positions,
+    pre-norm, exact GELU, tied, LayerNorm eps 1e-5, biases everywhere: GPT-2's design)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    c = model.config
+    hf = GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=c.vocab_size, n_positions=c.max_len, n_embd=c.d_model,
+            n_layer=c.n_layers, n_head=c.n_heads, n_inner=model.blocks[0].feedforward.d_ff,
+            activation_function="gelu", layer_norm_epsilon=1e-5, resid_pdrop=0.0,
+            embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
+        )
+    ).double()  # fmt: skip
+    hf.config._attn_implementation = "eager"
+    with torch.no_grad():
+        t = hf.transformer
+        t.wte.weight.copy_(model.token_embedding.weight)
+        t.wpe.weight.copy_(model.position.table.weight)
+        for layer, block in zip(t.h, model.blocks, strict=True):
+            mha, ffn = block.attention, block.feedforward
+            layer.ln_1.weight.copy_(block.attn.norm.weight)
+            layer.ln_1.bias.copy_(block.attn.norm.bias)
+            qkv = [mha.q_proj, mha.k_proj, mha.v_proj]  # Conv1D stores [in, out]
+            layer.attn.c_attn.weight.copy_(torch.cat([p.weight.T for p in qkv], dim=1))
+            layer.attn.c_attn.bias.copy_(torch.cat([p.bias for p in qkv]))
+            layer.attn.c_proj.weight.copy_(mha.out_proj.weight.T)
+            layer.attn.c_proj.bias.copy_(mha.out_proj.bias)
+            layer.ln_2.weight.copy_(block.ffn.norm.weight)
+            layer.ln_2.bias.copy_(block.ffn.norm.bias)
+            layer.mlp.c_fc.weight.copy_(ffn.w1.weight.T)
+            layer.mlp.c_fc.bias.copy_(ffn.w1.bias)
+            layer.mlp.c_proj.weight.copy_(ffn.w2.weight.T)
+            layer.mlp.c_proj.bias.copy_(ffn.w2.bias)
+        t.ln_f.weight.copy_(model.final_norm.weight)
+        t.ln_f.bias.copy_(model.final_norm.bias)
+    assert hf.lm_head.weight.data_ptr() == t.wte.weight.data_ptr()
+    return hf.eval()
+
+
+@pytest.mark.slow  # importing transformers' generation takes several seconds
+def test_C9_2_greedy_equals_huggingface_gpt2_generate():
+    config = dict(vocab_size=29, d_model=32, n_layers=2, n_heads=4, max_len=24)
+    torch.manual_seed(4)
+    model = TransformerLM(**config, positional="learned").double()
+    with torch.no_grad():  # non-trivial norms and biases, so that a mapping slip shows
+        for name, p in model.named_parameters():
+            if "norm" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    hf = _to_hf_gpt2(model)
+    prompt = _prompt(batch=3, n=5, vocab=29, seed=6)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(prompt).logits, model(prompt), rtol=1e-10, atol=1e-10)
+        want = hf.generate(
+            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=19, do_sample=False,
+            pad_token_id=0, eos_token_id=None,
+        )  # fmt: skip
+    assert want.shape == (3, 24)
+    assert torch.equal(generate(model, prompt, 19, temperature=0), want)
+
+
+def test_C9_2_seeded_sampling_is_reproducible():
+    model = _model()
+    prompt = _prompt()
+    a = generate(
+        model, prompt, 20, temperature=1.3, top_k=5, generator=torch.Generator().manual_seed(7)
+    )
+    b = generate(
+        model, prompt, 20, temperature=1.3, top_k=5, generator=torch.Generator().manual_seed(7)
+    )
+    c = generate(
+        model, prompt, 20, temperature=1.3, top_k=5, generator=torch.Generator().manual_seed(8)
+    )
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    torch.manual_seed(0)
+    d = generate(model, prompt, 20)
+    torch.manual_seed(0)
+    assert torch.equal(d, generate(model, prompt, 20))  # None: the global random state
+
+
+def _chi2_999(dof: int) -> float:
+    """The 0.999 quantile of chi-square with ``dof`` degrees of freedom (Wilson-Hilferty)."""
+    z = 3.090232
+    return dof * (1 - 2 / (9 * dof) + z * math.sqrt(2 / (9 * dof))) ** 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("temperature", "top_k"), [(1.0, None), (0.6, None), (2.0, 4)])
+def test_C9_2_sampling_frequencies_match_the_probabilities(temperature, top_k):
+    model = _model(seed=3)
+    draws = 20_000
+    prompt = _prompt(batch=1, n=4).expand(draws, 4)  # the same prompt in every row
+    out = generate(model, prompt, 1, temperature, top_k, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        probs = next_token_probs(model.eval()(prompt[:1])[0, -1], temperature, top_k)
+    counts = torch.bincount(out[:, -1], minlength=SMALL["vocab_size"]).double()
+    kept = probs > 0
+    assert counts[~kept].sum() == 0  # nothing outside the top k is ever drawn
+    expected = draws * probs[kept]
+    chi2 = float(((counts[kept] - expected) ** 2 / expected).sum())
+    assert chi2 < _chi2_999(int(kept.sum()) - 1), chi2
+
+
+def test_C9_2_generate_restores_the_mode_and_records_no_graph():
+    model = _model().train()
+    out = generate(model, _prompt(), 3)
+    assert model.training and not out.requires_grad
+    model.eval()
+    generate(model, _prompt(), 3)
+    assert not model.training
+    threads = torch.get_num_threads()
+    generate(model, _prompt(), 3)
+    assert torch.get_num_threads() == threads
+
+
+def test_C9_2_generate_does_not_touch_the_global_random_state_with_a_generator():
+    model = _model()
+    torch.manual_seed(11)
+    before = torch.get_rng_state()
+    generate(model, _prompt(), 5, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+_BAD = [
+    (dict(tokens=torch.zeros(1, 0, dtype=torch.long)), ValueError, "at least one token"),
+    (dict(tokens=torch.zeros(0, 3, dtype=torch.long)), ValueError, "at least one token"),
+    (dict(max_new_tokens=-1), ValueError, "max_new_tokens must be a whole number >= 0"),
+    (dict(max_new_tokens=2.0), TypeError, "max_new_tokens must be a whole number"),
+    (dict(temperature=-0.5), ValueError, "temperature must be a finite number >= 0"),
+    (dict(temperature=float("nan")), ValueError, "temperature must be a finite number >= 0"),
+    (dict(temperature=float("inf")), ValueError, "temperature must be a finite number >= 0"),
+    (dict(temperature="hot"), TypeError, "temperature must be a number"),
+    (dict(top_k=0), ValueError, "top_k must be None .* from 1 to vocab_size=13"),
+    (dict(top_k=14), ValueError, "top_k must be None .* from 1 to vocab_size=13, got 14"),
+    (dict(top_k=2.5), TypeError, "top_k must be None"),
+    (dict(tokens=torch.tensor([[1, 13]])), ValueError, r"ids in 0\.\.12 .*from 1 to 13"),
+    (dict(tokens=torch.tensor([[-1, 2]])), ValueError, r"ids in 0\.\.12"),
+    (dict(tokens=torch.tensor([[1.0, 2.0]])), TypeError, "integer token ids"),
+    (dict(tokens=torch.tensor([1, 2])), ValueError, r"2 dimensions \[batch, n\]"),
+    (dict(tokens=[[1, 2]]), TypeError, "tokens must be a torch.Tensor"),
+    (dict(generator=0), TypeError, "generator must be None .* or a torch.Generator"),
+]
+
+
+@pytest.mark.parametrize(("change", "error", "match"), _BAD)
+def test_C9_2_generate_bad_arguments(change, error, match):
+    args = dict(tokens=_prompt(), max_new_tokens=3, temperature=1.0, top_k=None, generator=None)
+    args.update(change)
+    with pytest.raises(error, match=match):
+        generate(_model(), **args)
+
+
+def test_C9_2_prompt_longer_than_a_learned_table_is_refused():
+    model = _model(positional="learned")
+    with pytest.raises(ValueError, match="max_len=12 rows: give a prompt of at most 12 tokens"):
+        generate(model, _prompt(n=13), 1)
+    generate(_model(positional="sinusoidal"), _prompt(n=13), 1)  # no table: any length
+
+
+def test_generate_needs_the_course_model():
+    with pytest.raises(TypeError, match="model must be a helpers.TransformerLM"):
+        generate(torch.nn.Linear(2, 2), _prompt(), 1)
+
+
+def test_next_token_probs_bad_arguments():
+    with pytest.raises(TypeError, match="logits must be a torch.Tensor"):
+        next_token_probs([1.0, 2.0])
+    with pytest.raises(TypeError, match="floating-point"):
+        next_token_probs(torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="last axis"):
+        next_token_probs(torch.tensor(1.0))
+    with pytest.raises(ValueError, match="NaN"):
+        next_token_probs(torch.tensor([1.0, float("nan")]))
+    with pytest.raises(ValueError, match="top_k .* vocab_size=2, got 3"):
+        next_token_probs(torch.tensor([1.0, 2.0]), top_k=3)
+    with pytest.raises(ValueError, match="temperature"):
+        next_token_probs(torch.tensor([1.0, 2.0]), temperature=-1)
+
+
+# --- generate_text -------------------------------------------------------------------------------
+
+
+def _text_model():
+    tokenizer = CharTokenizer("abcdefgh ijklm")
+    return _model(vocab_size=tokenizer.vocab_size), tokenizer
+
+
+def test_C9_2_generate_text_returns_the_prompt_and_the_new_characters():
+    model, tokenizer = _text_model()
+    text = generate_text(model, tokenizer, "abc", 10, generator=torch.Generator().manual_seed(0))
+    assert isinstance(text, str) and len(text) == 13 and text.startswith("abc")
+    again = generate_text(model, tokenizer, "abc", 10, generator=torch.Generator().manual_seed(0))
+    assert text == again
+    greedy = generate_text(model, tokenizer, "abc", 10, temperature=0)
+    ids = generate(model, tokenizer.encode("abc")[None], 10, temperature=0)
+    assert greedy == tokenizer.decode(ids[0])
+
+
+def test_C9_2_generate_text_names_unknown_characters():
+    model, tokenizer = _text_model()
+    with pytest.raises(ValueError) as info:
+        generate_text(model, tokenizer, "abZ!", 5)
+    message = str(info.value)
+    assert "'!'" in message and "'Z'" in message and "abZ!" in message
+    try:
+        tokenizer.encode("abZ!")
+    except ValueError as e:
+        assert str(e) in message  # the tokenizer's own message, intact
+
+
+def test_generate_text_bad_arguments():
+    model, tokenizer = _text_model()
+    with pytest.raises(ValueError, match="prompt must not be empty"):
+        generate_text(model, tokenizer, "", 3)
+    with pytest.raises(TypeError, match="prompt must be a str"):
+        generate_text(model, tokenizer, 3, 3)
+    with pytest.raises(TypeError, match="tokenizer must be a CharTokenizer"):
+        generate_text(model, "abc", "a", 3)
+    with pytest.raises(ValueError, match="tokenizer has 14 characters but the model's vocab"):
+        generate_text(_model(), tokenizer, "a", 3)
+
+
+def test_no_figure_is_left_open_by_generation():
+    before = plt.get_fignums()
+    generate(_model(), _prompt(), 3)
+    assert plt.get_fignums() == before
