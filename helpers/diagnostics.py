@@ -7,7 +7,6 @@ activation_scales: sqrt(mean(h_l^2)) per layer
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import contextmanager
 from typing import NamedTuple
 
 import torch
@@ -18,6 +17,7 @@ from .attention import MultiHeadAttention
 from .feedforward import FeedForward
 from .model import INITS, TransformerLM, init_weights, next_token_loss
 from .normalization import NORM_PLACEMENTS, Residual
+from .reproducible import default_dtype
 
 __all__ = [
     "find_blocks",
@@ -210,17 +210,6 @@ def silence_sublayers(model: nn.Module) -> nn.Module:
     return model
 
 
-@contextmanager
-def _default_dtype(dtype: torch.dtype):
-    """New parameters are created, and randomly drawn, in ``dtype`` inside the block."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
 class LayerProfile(NamedTuple):
     """Per-layer figures of one model configuration, averaged over seeds (lesson 5)."""
 
@@ -267,7 +256,7 @@ def init_profile(
     grads, scales = [], []
     for seed in seeds:
         torch.manual_seed(seed)
-        with _default_dtype(dtype):  # drawn in dtype: float64 draws are the same on every CPU path
+        with default_dtype(dtype):  # drawn in dtype: float64 draws are the same on every CPU path
             model = TransformerLM(
                 vocab_size, d_model, n_layers, n_heads, 4 * d_model, max_len=n + 1, norm=norm,
                 activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",

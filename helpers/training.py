@@ -13,7 +13,6 @@ call gives the same numbers on the same machine.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -23,6 +22,8 @@ from torch import nn
 from . import _validate as check
 from .model import TransformerLM
 from .params import count_parameters
+from .reproducible import default_dtype
+from .reproducible import one_thread as _one_thread
 
 __all__ = [
     "TEXTS",
@@ -237,16 +238,6 @@ def train_lm(
         )
 
 
-@contextmanager
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 def _train_step(model, optimizer, train_ids, batch_size, block_size, generator) -> float:
     """One step of the course's training loop (lesson 8's :func:`train_lm`, lesson 9's
     :mod:`helpers.pretrain`): ``batch_size`` windows drawn from ``generator``, the next-token
@@ -280,24 +271,6 @@ def _train(
     result.val_steps.append(steps)
     result.val_losses.append(result.val_loss)
     return result
-
-
-@contextmanager
-def default_dtype(dtype: torch.dtype):
-    """Lesson 8. Inside the ``with`` block, new parameters are created (and randomly drawn) in
-    ``dtype`` (torch.float32 or torch.float64); the previous default is restored afterwards.
-
-    ``with default_dtype(torch.float64): model = TransformerLM(...)`` gives a model whose
-    initial weights are float64 draws, the same bits on every CPU kernel path.
-    """
-    if dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(before)
 
 
 #: What :func:`train_char_model` passes on to :class:`TransformerLM` besides the sizes.
