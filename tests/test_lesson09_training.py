@@ -1,0 +1,382 @@
+"""Lesson 9, training the full model (helpers.pretrain): C9.1 and C9.3, resuming, bad input.
+
+Small models on the shipped excerpt, so the whole file runs in a few seconds; the lesson's own
+run (the whole text, C9.1's measured figures) is executed by the notebook under nbval.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+from helpers.pretrain import (  # noqa: E402
+    FACTORS,
+    LESSON_CONFIG,
+    Corpus,
+    GridRun,
+    PretrainConfig,
+    Pretraining,
+    SideBySide,
+    plot_losses,
+    plot_side_by_side,
+    pretrain,
+    side_by_side,
+)
+from helpers.training import load_text, train_char_model  # noqa: E402
+
+TINY = dict(d_model=16, n_layers=1, n_heads=2, block_size=16, batch_size=4, lr=5e-3, eval_every=4)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return Corpus.from_text(load_text(), val_tokens=512)  # the 31,742-character excerpt
+
+
+def _same_state(a: Pretraining, b: Pretraining, curves: bool = True) -> None:
+    assert a.step == b.step
+    assert a.result.train_losses == b.result.train_losses  # exactly, not approximately
+    if curves:  # (a run asked for 6 steps also measures the held-out loss at step 6)
+        assert a.result.val_steps == b.result.val_steps
+        assert a.result.val_losses == b.result.val_losses
+    for (name, p), q in zip(
+        a.model.state_dict().items(), b.model.state_dict().values(), strict=True
+    ):
+        assert torch.equal(p, q), name
+    for p, q in zip(a.model.parameters(), b.model.parameters(), strict=True):
+        sa, sb = a.optimizer.state.get(p, {}), b.optimizer.state.get(q, {})
+        assert sa.keys() == sb.keys()
+        for k in sa:
+            assert torch.equal(sa[k], sb[k]), k
+    assert torch.equal(a.generator.get_state(), b.generator.get_state())
+
+
+# --- C9.1 ----------------------------------------------------------------------------------------
+
+
+def test_C9_1_corpus_and_baselines(corpus):
+    assert corpus.tokenizer.vocab_size == 58
+    assert len(corpus.val_ids) == 513
+    assert corpus.uniform == pytest.approx(math.log(58))
+    assert corpus.bigram < corpus.unigram < corpus.uniform  # context helps a counting model too
+    assert corpus.baselines == {
+        "uniform": corpus.uniform,
+        "unigram": corpus.unigram,
+        "bigram": corpus.bigram,
+    }
+
+
+def test_C9_1_the_shipped_text_by_default():
+    full = Corpus.from_text(val_tokens=64)
+    assert full.tokenizer.vocab_size == 65
+    assert len(full.train_ids) == round(1_115_394 * 0.9)
+
+
+@pytest.mark.slow
+def test_C9_1_training_goes_well_below_both_baselines(corpus):
+    run = pretrain(60, corpus, progress="none", d_model=32, n_layers=2, n_heads=4,
+                   block_size=32, batch_size=8, lr=5e-3, eval_every=20)  # fmt: skip
+    assert run.result.val_steps == [0, 20, 40, 60]
+    assert run.val_loss < corpus.unigram - 0.3 < corpus.uniform - 0.3
+    assert run.val_loss < run.result.initial_val_loss
+    assert len(run.result.train_losses) == 60 and run.seconds > 0
+    assert run.model.config.positional == "sinusoidal" and run.model.tied  # the default model
+    assert next(run.model.parameters()).dtype == torch.float64
+
+
+def test_C9_1_the_loop_is_lesson_8s(corpus):
+    """Pretraining's steps are train_lm's (helpers.training._train_step): the same model, the
+    same batches and updates give the very same training losses."""
+    run = Pretraining(corpus, **TINY, seed=3).train(8, "none")
+    lesson8 = train_char_model(load_text(), 16, 1, 2, steps=8, batch_size=4, block_size=16,
+                               lr=5e-3, seed=3, dtype=torch.float64)  # fmt: skip
+    assert run.result.train_losses == lesson8.train_losses
+
+
+def test_C9_1_lesson_config_is_the_coherent_default_model():
+    assert LESSON_CONFIG.dtype == torch.float64
+    assert (LESSON_CONFIG.positional, LESSON_CONFIG.norm, LESSON_CONFIG.activation) == (
+        "sinusoidal",
+        "pre",
+        "gelu",
+    )
+    assert LESSON_CONFIG.tie_weights is True
+
+
+# --- resuming and rerunning ----------------------------------------------------------------------
+
+
+def _interrupt_at(run: Pretraining, call: int, how: str):
+    """Make the run's ``call``-th optimizer step (1-based) be interrupted *after* it changed the
+    weights: by raising KeyboardInterrupt, or by a real SIGINT to this process."""
+    original = run.optimizer.step
+    count = {"n": 0}
+
+    def step(*args, **kwargs):
+        out = original(*args, **kwargs)
+        count["n"] += 1
+        if count["n"] == call:
+            if how == "raise":
+                raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)  # Python raises KeyboardInterrupt here
+        return out
+
+    run.optimizer.step = step
+    return lambda: setattr(run.optimizer, "step", original)
+
+
+@pytest.mark.parametrize("how", ["raise", "sigint"])
+def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(corpus, how):
+    whole = Pretraining(corpus, **TINY).train(12, "none")
+    partial = Pretraining(corpus, **TINY).train(6, "none")  # the state after 6 completed steps
+    run = Pretraining(corpus, **TINY)
+    undo = _interrupt_at(run, 7, how)
+    with pytest.raises(KeyboardInterrupt):
+        run.train(12, "none")
+    undo()
+    _same_state(run, partial, curves=False)  # consistent at its last completed step
+    assert run.result.val_steps == [0, 4]
+    run.train(12, "none")
+    _same_state(run, whole)
+
+
+def test_interrupt_during_evaluation_rolls_back_the_step(corpus, monkeypatch):
+    import helpers.pretrain as pretrain_module
+
+    whole = Pretraining(corpus, **TINY).train(12, "none")
+    run = Pretraining(corpus, **TINY)
+    real = pretrain_module.evaluate
+    calls = {"n": 0}
+
+    def evaluate(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the measurement after step 8
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pretrain_module, "evaluate", evaluate)
+    with pytest.raises(KeyboardInterrupt):
+        run.train(12, "none")
+    assert run.step == 7 and run.result.val_steps == [0, 4]
+    monkeypatch.setattr(pretrain_module, "evaluate", real)
+    run.train(12, "none")
+    _same_state(run, whole)
+
+
+def test_training_in_two_calls_equals_one(corpus):
+    one = Pretraining(corpus, **TINY).train(12, "none")
+    two = Pretraining(corpus, **TINY).train(8, "none").train(12, "none")
+    _same_state(one, two)
+    assert two.train(12, "none").step == 12  # already there: nothing more
+
+
+def test_a_new_run_starts_from_scratch_and_leaves_no_state_behind(corpus):
+    torch.manual_seed(123)
+    rng, dtype, threads = torch.get_rng_state(), torch.get_default_dtype(), torch.get_num_threads()
+    a = Pretraining(corpus, **TINY).train(5, "none")
+    assert torch.equal(torch.get_rng_state(), rng)  # the global random state untouched
+    assert torch.get_default_dtype() == dtype and torch.get_num_threads() == threads
+    b = Pretraining(corpus, **TINY).train(5, "none")
+    _same_state(a, b)
+    assert a.model is not b.model and a.optimizer is not b.optimizer
+
+
+def test_interrupt_message_says_how_to_continue(corpus, capsys):
+    run = Pretraining(corpus, **TINY)
+    undo = _interrupt_at(run, 3, "raise")
+    with pytest.raises(KeyboardInterrupt):
+        run.train(10, "none")
+    undo()
+    out = capsys.readouterr().out
+    assert "step 2 of 10" in out and "train(10)" in out
+
+
+# --- the progress display -------------------------------------------------------------------------
+
+
+def test_progress_widget_updates_at_most_four_times_a_second(corpus, monkeypatch):
+    import IPython.display
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda w: shown.append(w))
+    run = Pretraining(corpus, **TINY)
+    values = []
+    run.train(20, "widget")
+    (box,) = shown
+    bar, label = box.children
+    assert bar.value == 20 and bar.max == 20 and bar.bar_style == "success"
+    assert "step 20 / 20" in label.value and "held-out" in label.value
+    # count the updates of a second run
+    shown.clear()
+    run2 = Pretraining(corpus, **TINY)
+    import helpers.pretrain as pretrain_module
+
+    real = pretrain_module._WidgetProgress._show
+
+    def counting(self, *args, **kwargs):
+        values.append(1)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pretrain_module._WidgetProgress, "_show", counting)
+    run2.train(40, "widget")
+    assert len(values) <= run2.seconds / pretrain_module._WidgetProgress.INTERVAL_S + 2
+
+
+def test_progress_text_and_none(corpus, capsys):
+    Pretraining(corpus, **TINY).train(4, "none")
+    assert capsys.readouterr().out == ""
+    Pretraining(corpus, **TINY).train(4, "auto")  # plain Python: no kernel, nothing shown
+    assert capsys.readouterr().out == ""
+    Pretraining(corpus, **TINY).train(4, "text")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "step 4 / 4" in out
+
+
+# --- C9.3 ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def grid(corpus):
+    return side_by_side(steps=6, seeds=(0, 1), corpus=corpus, **TINY)
+
+
+def test_C9_3_one_factor_at_a_time_at_equal_budget(grid, corpus):
+    rows = grid.table()
+    assert [(r["factor"], r["choice"]) for r in rows] == [
+        (f, c) for f, (_, choices) in FACTORS.items() for c in choices
+    ]
+    base = grid.runs[("position", "sinusoidal")]
+    for factor in FACTORS:  # the base model is trained once and shared by every factor
+        first = next(iter(FACTORS[factor][1]))
+        assert grid.runs[(factor, first)] is base
+    for runs in grid.runs.values():
+        assert [r.seed for r in runs] == [0, 1]
+        assert all(r.val_steps == [0, 4, 6] for r in runs)  # the same budget for every choice
+    V, d = corpus.tokenizer.vocab_size, TINY["d_model"]
+    tied, untied = grid.row("tying", "tied"), grid.row("tying", "untied")
+    assert untied["parameters"] - tied["parameters"] == V * d
+    learned = grid.row("position", "learned")
+    assert learned["parameters"] - tied["parameters"] == TINY["block_size"] * d
+    for r in rows:
+        finals = [x.val_loss for x in grid.runs[(r["factor"], r["choice"])]]
+        assert r["mean"] == pytest.approx(sum(finals) / 2)
+        assert r["spread"] == pytest.approx(max(finals) - min(finals))
+
+
+def test_C9_3_past_the_training_length(grid):
+    sin, learned, rot = (grid.row("position", c) for c in ("sinusoidal", "learned", "rotary"))
+    assert math.isfinite(sin["at_long"]) and math.isfinite(rot["at_long"])
+    assert learned["at_long"] is None and "cannot run" in learned["long_note"]
+    assert "0..15" in learned["long_note"]
+    assert all(grid.row("tying", c)["at_long"] is None for c in ("tied", "untied"))
+
+
+def test_C9_3_runs_differ_by_their_choice_only(grid):
+    # different choices give different models (the factor reached the model) ...
+    finals = {k: tuple(r.val_loss for r in v) for k, v in grid.runs.items()}
+    assert len(set(finals.values())) == 7  # 7 distinct models: base + 6 variants
+    # ... and seeds change the weights and the batches
+    assert len({r.val_loss for r in grid.runs[("norm placement", "post-norm")]}) == 2
+
+
+def test_C9_3_table_text_and_markdown(grid):
+    lines = grid.lines()
+    assert len(lines) == 11 and "cannot run" in lines[2]
+    md = grid.markdown().splitlines()
+    assert len(md) == 12 and md[0].startswith("| factor | choice | seeds |")
+    assert "| position | learned | 0, 1 |" in md[3]
+
+
+def test_C9_3_some_factors_only(corpus):
+    small = side_by_side(steps=2, seeds=(5,), corpus=corpus, factors=["tying"], **TINY)
+    assert list(small.runs) == [("tying", "tied"), ("tying", "untied")]
+    assert isinstance(small, SideBySide) and isinstance(small.runs[("tying", "tied")][0], GridRun)
+
+
+def test_plots(grid, corpus):
+    import matplotlib.pyplot as plt
+
+    run = Pretraining(corpus, **TINY).train(4, "none")
+    ax = plot_losses(run)
+    assert len(ax.lines) == 5  # training, held-out, three baselines
+    axes = plot_side_by_side(grid)
+    assert (
+        len(axes) == 4 and len(axes[0].lines) == 3 * 3 + 1
+    )  # 3 choices x (mean + 2 seeds) + unigram
+    plt.close("all")
+
+
+# --- bad input -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(d_model=0), ValueError, "d_model"),
+        (dict(block_size=1), ValueError, "block_size"),
+        (dict(lr=-1.0), ValueError, "lr"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(dtype=torch.float16), ValueError, "dtype"),
+        (dict(tie_weights="yes"), TypeError, "tie_weights"),
+        (dict(positional="relative"), ValueError, "positional"),
+        (dict(steps=10), TypeError, "unknown settings"),
+    ],
+)
+def test_bad_settings(corpus, kwargs, error, words):
+    with pytest.raises(error, match=words):
+        Pretraining(corpus, **{**TINY, **kwargs})
+
+
+def test_bad_train_arguments(corpus):
+    run = Pretraining(corpus, **TINY).train(4, "none")
+    with pytest.raises(ValueError, match="already at step 4"):
+        run.train(3)
+    with pytest.raises(ValueError, match="steps"):
+        run.train(0)
+    with pytest.raises(TypeError, match="steps"):
+        run.train(5.0)
+    with pytest.raises(ValueError, match="progress"):
+        run.train(5, progress="bar")
+    assert run.step == 4
+
+
+def test_bad_corpus():
+    with pytest.raises(TypeError, match="corpus"):
+        Pretraining("some text")
+    with pytest.raises(TypeError, match="text"):
+        Corpus.from_text(b"bytes")
+    with pytest.raises(ValueError, match="val_tokens"):
+        Corpus.from_text("abcdefghij" * 10, val_tokens=50)
+    tiny = Corpus.from_text("abcdefghij" * 10, val_tokens=5)
+    with pytest.raises(ValueError, match="block_size"):
+        Pretraining(tiny, **TINY)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(seeds=3), TypeError, "seeds"),
+        (dict(seeds=(1, 1)), ValueError, "distinct"),
+        (dict(seeds=()), ValueError, "seeds"),
+        (dict(factors=["depth"]), ValueError, "factor"),
+        (dict(factors=[]), ValueError, "factors"),
+        (dict(positional="rotary"), TypeError, "grid's own choices"),
+        (dict(long_factor=1), ValueError, "long_factor"),
+        (dict(steps=0), ValueError, "steps"),
+        (dict(corpus="text"), TypeError, "corpus"),
+    ],
+)
+def test_bad_side_by_side_arguments(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        side_by_side(**{"steps": 1, "seeds": (0,), **TINY, **kwargs})
+
+
+def test_config_is_validated_on_its_own():
+    with pytest.raises(ValueError, match="eval_every"):
+        PretrainConfig(eval_every=0)
