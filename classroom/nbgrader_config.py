@@ -1,0 +1,23 @@
+"""nbgrader settings every user of the classroom hub shares (students and instructors).
+
+A real installation copies this file and ``owner_exchange.py`` into ``/etc/jupyter/`` (a folder
+every single-user server and every ``nbgrader`` command reads); the hub's test points
+``JUPYTER_CONFIG_PATH`` at a copy instead. The instructor's course folder (``nbgrader/`` of a
+clone of the course) adds its own ``nbgrader_config.py`` on top when nbgrader runs there.
+
+* ``Exchange.root``: the exchange, a folder on one file system that every user's server sees,
+  mode 0777 (nbgrader resets it to that on every release). ``COURSE_EXCHANGE`` overrides it.
+* ``ExchangeFactory.collect``: ``owner_exchange.OwnerCollect`` files each submission under the
+  Unix user who made it, not under the ``--student`` name it carries (see that file).
+"""
+
+import os
+import sys
+
+c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # owner_exchange, beside this file
+
+c.CourseDirectory.course_id = "transformer-block"
+c.Exchange.root = os.environ.get("COURSE_EXCHANGE", "/srv/nbgrader/exchange")
+c.ExchangeFactory.collect = "owner_exchange.OwnerCollect"
