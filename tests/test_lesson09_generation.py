@@ -4,6 +4,7 @@ TopKLogitsWarper), generate_text, the explorer and the exercise checks."""
 import itertools
 import math
 import os
+import warnings
 
 import matplotlib.pyplot as plt
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 from helpers import TransformerLM, generate, generate_text, next_token_probs
 from helpers.generation import _cached_logits
+from helpers.plots.generation import char_label
 from helpers.training import CharTokenizer
 
 SMALL = dict(vocab_size=13, d_model=16, n_layers=2, n_heads=2, max_len=12)
@@ -368,3 +370,162 @@ def test_no_figure_is_left_open_by_generation():
     before = plt.get_fignums()
     generate(_model(), _prompt(), 3)
     assert plt.get_fignums() == before
+
+
+# --- the explorer --------------------------------------------------------------------------------
+
+
+def _explorer_model():
+    tokenizer = CharTokenizer("abcdefghij klmnop:\n")
+    torch.manual_seed(0)
+    model = TransformerLM(tokenizer.vocab_size, 16, 1, 2, max_len=16).double()
+    return model, tokenizer
+
+
+def _bars(explorer):
+    ax = explorer.figure.axes[0]
+    return ax, ax.patches
+
+
+def test_C9_2_explorer_shows_the_text_and_the_distribution_and_updates_in_place():
+    from helpers.plots.generation import DROPPED, KEPT
+    from helpers.widgets import generation_explorer
+    from helpers.widgets.generation import N_BARS, N_NEW
+
+    model, tokenizer = _explorer_model()
+    before = plt.get_fignums()
+    explorer = generation_explorer(model, tokenizer, prompt="abc")
+    try:
+        assert list(explorer.controls)[0] == "temperature"  # the browser test moves the first
+        assert explorer.controls["prompt"].continuous_update is False
+        assert "untrained" not in explorer.info.value
+        ax, bars = _bars(explorer)
+        bars = list(bars)
+        n_bars = min(N_BARS, tokenizer.vocab_size)
+        assert len(bars) == n_bars
+        text = explorer.state["text"]
+        assert len(text) == 3 + N_NEW and text.startswith("abc")
+        same = generate_text(
+            model, tokenizer, "abc", N_NEW, generator=torch.Generator().manual_seed(0)
+        )
+        assert text == same and text[3:] in explorer.info.value
+        with torch.no_grad():
+            logits = model(tokenizer.encode("abc")[None])[0, -1]
+        for T in (1.0, 0.5, 1.7):
+            explorer.controls["temperature"].value = T
+            probs = next_token_probs(logits, T)
+            ids = explorer.state["ids"]
+            assert [b.get_height() for b in bars] == pytest.approx(probs[ids].tolist())
+            assert sorted(probs.tolist(), reverse=True)[:n_bars] == pytest.approx(
+                [b.get_height() for b in bars]
+            )
+        heights = [b.get_height() for b in bars]
+        explorer.controls["top_k"].value = 4
+        assert [b.get_height() for b in bars] == heights  # top-k shades, the heights stay
+        colors = [b.get_facecolor() for b in bars]
+        from matplotlib.colors import to_rgba
+
+        assert colors.count(to_rgba(KEPT)) == 4 and colors.count(to_rgba(DROPPED)) == n_bars - 4
+        kept_ids = set(explorer.state["ids"][:4].tolist())
+        new = [tokenizer.stoi[c] for c in explorer.state["text"][3:]]
+        assert set(new) <= set(range(tokenizer.vocab_size))
+        first = explorer.state["text"][3]
+        assert tokenizer.stoi[first] in kept_ids  # the first new character is one top-k kept
+        explorer.controls["top_k"].value = 0
+        assert colors != [b.get_facecolor() for b in bars]
+        assert all(b.get_facecolor() == to_rgba(KEPT) for b in bars)  # 0 = off: all kept
+        explorer.controls["temperature"].value = 0.0
+        assert sorted(b.get_height() for b in bars)[-1] == 1.0  # greedy: one-hot
+        greedy = generate_text(model, tokenizer, "abc", N_NEW, temperature=0)
+        assert explorer.state["text"] == greedy
+        old = explorer.state["text"]
+        explorer.controls["temperature"].value = 1.0
+        explorer.controls["seed"].value = 5
+        assert explorer.state["text"] != old
+        explorer.controls["prompt"].value = "pon"
+        assert explorer.state["text"].startswith("pon")
+        assert all(a is b for a, b in zip(_bars(explorer)[1], bars, strict=True))  # same bars
+        shown = [t.get_text() for t in ax.get_xticklabels()]
+        assert shown == [char_label(tokenizer.chars[i]) for i in explorer.state["ids"].tolist()]
+        assert plt.get_fignums() == before
+    finally:
+        explorer.close()
+
+
+def test_C9_2_explorer_reports_bad_prompts_in_place():
+    from helpers.widgets import generation_explorer
+
+    model, tokenizer = _explorer_model()
+    explorer = generation_explorer(model, tokenizer, prompt="abc")
+    try:
+        heights = [b.get_height() for b in _bars(explorer)[1]]
+        explorer.controls["prompt"].value = "abZ"
+        assert "&#x27;Z&#x27;" in explorer.info.value and "no id for" in explorer.info.value
+        assert [b.get_height() for b in _bars(explorer)[1]] == heights  # the last good one stays
+        explorer.controls["prompt"].value = ""
+        assert "prompt is empty" in explorer.info.value
+        explorer.controls["prompt"].value = "ab"
+        assert "<pre" in explorer.info.value
+    finally:
+        explorer.close()
+
+
+def test_explorer_keeps_one_figure_over_many_updates():
+    import gc
+
+    from matplotlib.figure import Figure
+
+    from helpers.widgets import generation_explorer
+
+    model, tokenizer = _explorer_model()
+    explorer = generation_explorer(model, tokenizer, prompt="ab")
+    try:
+        gc.collect()
+
+        def count():
+            with warnings.catch_warnings():  # isinstance wakes torch's deprecated aliases
+                warnings.simplefilter("ignore")
+                return sum(isinstance(o, Figure) for o in gc.get_objects())
+
+        figures = count()
+        for i in range(12):
+            explorer.controls["seed"].value = i
+            explorer.controls["top_k"].value = i % 5
+        gc.collect()
+        assert count() == figures
+        assert plt.get_fignums() == []
+        assert explorer.n_updates == 1 + 11 + 11  # seed 0 and top_k 0 at i = 0 change nothing
+    finally:
+        explorer.close()
+
+
+@pytest.mark.slow  # builds the 0.8 M-parameter default model and writes 200 characters
+def test_explorer_default_is_an_untrained_model_over_the_full_text_and_says_so():
+    from helpers.training import load_text
+    from helpers.widgets import generation_explorer
+
+    explorer = generation_explorer()
+    try:
+        assert explorer.tokenizer.vocab_size == len(set(load_text("tiny_shakespeare_full")))
+        config = explorer.model.config
+        assert (config.d_model, config.n_layers, config.max_len) == (128, 4, 128)
+        assert explorer.model.token_embedding.weight.dtype == torch.float64
+        assert "untrained" in explorer.info.value and "trained model" in explorer.info.value
+        assert len(explorer.state["text"]) == len("First Citizen:") + 200
+        assert plt.get_fignums() == []
+    finally:
+        explorer.close()
+
+
+def test_explorer_bad_arguments():
+    from helpers.widgets import generation_explorer
+
+    model, tokenizer = _explorer_model()
+    with pytest.raises(TypeError, match="tokenizer must be a helpers.training.CharTokenizer"):
+        generation_explorer(model, "abc")
+    with pytest.raises(ValueError, match="pass the tokenizer the model was trained with"):
+        generation_explorer(model, CharTokenizer("xyz"))
+    with pytest.raises(TypeError, match="model must be a helpers.TransformerLM"):
+        generation_explorer(torch.nn.Linear(2, 2), tokenizer)
+    with pytest.raises(TypeError, match="prompt must be a str"):
+        generation_explorer(model, tokenizer, prompt=3)

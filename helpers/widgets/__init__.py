@@ -8,6 +8,7 @@ lesson    explorer                     module
 6         ``feedforward_explorer()``   :mod:`helpers.widgets.feedforward`
 7         ``depth_explorer()``         :mod:`helpers.widgets.depth`
 8         ``tying_explorer()``         :mod:`helpers.widgets.tying`
+9         ``generation_explorer()``    :mod:`helpers.widgets.generation`
 ========  ===========================  =========================================
 
 Modules are imported on first use, so opening one lesson does not build the others.
@@ -23,6 +24,7 @@ _EXPLORERS = {
     "feedforward_explorer": "feedforward",
     "depth_explorer": "depth",
     "tying_explorer": "tying",
+    "generation_explorer": "generation",
 }
 
 __all__ = ["Explorer", *_EXPLORERS]

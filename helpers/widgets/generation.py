@@ -1,0 +1,165 @@
+"""Lesson 9 explorer: a model writes. Temperature, top-k, a seed and the prompt; the generated
+text and the next-token distribution after the prompt, the tokens top-k keeps shaded.
+
+Each update generates :data:`N_NEW` characters with :func:`helpers.generation.generate_text`
+(seeded: the same settings give the same text) and redraws the bars of the :data:`N_BARS` most
+likely next characters in place (``set_height``, ``set_color``, the tick labels): one figure for
+the explorer's life, never one per update.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+import torch
+
+from ..generation import _check_model, generate_text, next_token_probs
+from ..plots.generation import DROPPED, KEPT, char_label, plot_next_token_distribution, top_tokens
+from ._base import Explorer, new_figure, slider
+
+__all__ = ["generation_explorer", "default_model", "N_NEW", "N_BARS", "DEFAULT_PROMPT"]
+
+N_NEW = 200  # characters generated per update
+N_BARS = 20  # the most likely next characters shown
+DEFAULT_PROMPT = "First Citizen:"
+#: The untrained model shown when none is given: the sizes the explorer is timed at.
+DEFAULT_SIZES = dict(d_model=128, n_layers=4, n_heads=4, max_len=128)
+
+
+def default_model(tokenizer, seed: int = 0):
+    """An untrained course :class:`~helpers.TransformerLM` (coherent defaults, sinusoidal
+    position) over ``tokenizer``'s characters, :data:`DEFAULT_SIZES`, drawn in float64 under
+    ``seed`` (the global random state is left as it was)."""
+    from ..model import TransformerLM
+    from ..training import default_dtype
+
+    with torch.random.fork_rng(), default_dtype(torch.float64):
+        torch.manual_seed(seed)
+        return TransformerLM(tokenizer.vocab_size, **DEFAULT_SIZES).eval()
+
+
+def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT) -> Explorer:
+    """Lesson 9 (C9.2). Controls, in this order: ``temperature`` (0 = greedy, the argmax, up to
+    2), ``top_k`` (0 = off: every character can be drawn; k keeps the k most likely), ``seed``
+    (of the ``torch.Generator`` that draws the characters) and ``prompt`` (a text box, applied
+    on Enter or when it loses focus). Shows the prompt and :data:`N_NEW` generated characters,
+    and the next-character distribution after the prompt, softmax(logits / T), as bars over the
+    :data:`N_BARS` most likely characters, those top-k keeps in blue, the dropped ones grey.
+
+    ``model``: a trained :class:`~helpers.TransformerLM`; None builds an untrained one
+    (:func:`default_model`, random weights: its text is random characters; pass the trained
+    model for real text). ``tokenizer``: the :class:`~helpers.training.CharTokenizer` the model
+    was trained with; None builds the one of ``load_text("tiny_shakespeare_full")`` (65
+    characters). A prompt the tokenizer cannot encode (or an empty one) is reported in the
+    explorer, not raised.
+    """
+    from ..training import CharTokenizer, load_text
+
+    if tokenizer is None:
+        tokenizer = CharTokenizer(load_text("tiny_shakespeare_full"))
+    elif not isinstance(tokenizer, CharTokenizer):
+        raise TypeError(
+            f"tokenizer must be a helpers.training.CharTokenizer or None, got "
+            f"{type(tokenizer).__name__}"
+        )
+    untrained = model is None
+    if untrained:
+        model = default_model(tokenizer)
+    model = _check_model(model)
+    vocab = model.config.vocab_size
+    if tokenizer.vocab_size != vocab:
+        raise ValueError(
+            f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is "
+            f"{vocab}: pass the tokenizer the model was trained with"
+        )
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+
+    controls = {
+        "temperature": widgets.FloatSlider(
+            value=1.0,
+            min=0.0,
+            max=2.0,
+            step=0.05,
+            description="temperature",
+            continuous_update=False,
+            readout_format=".2f",
+            style={"description_width": "initial"},
+        ),  # fmt: skip
+        "top_k": slider("top-k (0 = off)", 0, 0, vocab),
+        "seed": slider("seed", 0, 0, 99),
+        "prompt": widgets.Text(
+            value=prompt,
+            description="prompt",
+            continuous_update=False,
+            style={"description_width": "initial"},
+        ),  # fmt: skip
+    }
+    fig, axes = new_figure(7.0, 2.3)
+    ax = axes[0, 0]
+    ax.tick_params(labelsize=8)
+    ax.yaxis.label.set_size(8)
+    labels = list(tokenizer.chars)
+    zeros = torch.zeros(vocab, dtype=torch.float64)
+    bars, _ = plot_next_token_distribution(
+        zeros, torch.ones(vocab, dtype=torch.bool), labels, ax=ax, n=N_BARS
+    )
+    title = ax.set_title("", fontsize=9)
+    state = {"text": "", "ids": None, "probs": None}
+    logits_cache: dict[str, torch.Tensor] = {}
+    note = (
+        "<i>An untrained model (random weights, seed 0): its text is random characters. Pass "
+        "the trained model, <code>generation_explorer(model, tokenizer)</code>, for real "
+        "text.</i><br>"
+        if untrained
+        else ""
+    )
+
+    def last_logits(text: str) -> torch.Tensor:
+        if text not in logits_cache:
+            logits_cache.clear()  # one prompt at a time
+            ids = tokenizer.encode(text)[None]  # [1, n]
+            limit = model.config.max_len if model.config.positional == "learned" else None
+            ids = ids if limit is None else ids[:, -limit:]
+            was_training = model.training
+            model.eval()
+            try:
+                with torch.no_grad():
+                    logits_cache[text] = model(ids)[0, -1]  # [V]
+            finally:
+                model.train(was_training)
+        return logits_cache[text]
+
+    def update(temperature, top_k, seed, prompt):
+        k = None if top_k in (0, vocab) else int(top_k)
+        try:
+            if not prompt:
+                raise ValueError("the prompt is empty: type at least one character")
+            text = generate_text(
+                model, tokenizer, prompt, N_NEW, temperature, k,
+                generator=torch.Generator().manual_seed(int(seed)),
+            )  # fmt: skip
+            logits = last_logits(prompt)
+        except ValueError as e:
+            return f"{note}<span style='color:#b00'>{html.escape(str(e))}</span>"
+        probs = next_token_probs(logits, temperature)  # [V] before top-k
+        kept = next_token_probs(logits, temperature, k) > 0 if k else probs >= 0
+        ids = top_tokens(probs, N_BARS)
+        for bar, i in zip(bars, ids.tolist(), strict=True):
+            bar.set_height(float(probs[i]))
+            bar.set_color(KEPT if kept[i] else DROPPED)
+        ax.set_xticks(range(len(ids)), [char_label(labels[i]) for i in ids.tolist()])
+        ax.set_ylim(0, max(float(probs[ids].max()), 1e-9) * 1.15)
+        what = "greedy: all on the argmax" if temperature == 0 else f"T = {temperature:.2f}"
+        kept_text = "every character kept" if k is None else f"top-{k} kept (blue)"
+        title.set_text(f"next character after the prompt: {what}, {kept_text}")
+        state.update(text=text, ids=ids, probs=probs, kept=kept)
+        shown = html.escape(prompt) + "<b>" + html.escape(text[len(prompt) :]) + "</b>"
+        return f"{note}<pre style='white-space:pre-wrap;font-size:12px;margin:2px 0'>{shown}</pre>"
+
+    explorer = Explorer("Lesson 9: the model writes", controls, fig, update)
+    explorer.state = state  # the last text, bars' ids and probabilities (tests read them)
+    explorer.model, explorer.tokenizer = model, tokenizer
+    fig.set_layout_engine("none")  # keep the first layout: an update only redraws
+    return explorer
