@@ -31,7 +31,7 @@ LESSONS: tuple[Lesson, ...] = (
         5,
         "Residual connections and layer norm: pre-norm versus post-norm",
         "05_residuals_and_layer_norm.ipynb",
-        ("C5.1", "C5.2", "C5.3", "C5.4", "C5.5", "C5.6", "C5.7"),
+        ("C5.1", "C5.2", "C5.3", "C5.4", "C5.5", "C5.6", "C5.7", "C5.8"),
         "norm_explorer",
         "residual",
     ),

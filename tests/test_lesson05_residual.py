@@ -823,3 +823,286 @@ def _centred_over(x):
 
 def _sd(x):
     return x.var(-1, keepdim=True, unbiased=False).sqrt()
+
+
+# ---------------------------------------------------------------- C5.8 RMSNorm (issue 18)
+
+
+def test_C5_8_rmsnorm_has_d_parameters_and_a_block_saves_two_norms_of_bias():
+    from helpers import RMSNorm, TransformerBlock, count_parameters
+
+    assert sum(p.numel() for p in RMSNorm(8).parameters()) == 8
+    assert sum(p.numel() for p in LayerNorm(8).parameters()) == 16
+    counts = {
+        t: count_parameters(TransformerBlock(128, 4, 512, norm_type=t)) for t in ("layer", "rms")
+    }
+    assert counts["layer"] - counts["rms"] == 2 * 128
+
+
+def test_C5_8_the_gap_to_layer_norm_grows_with_the_token_mean():
+    """The notebook's shifted tokens: 0 on zero-mean tokens, then growing with the mean mu."""
+    from helpers import RMSNorm
+
+    g = torch.Generator().manual_seed(58)
+    z = torch.randn(4, 8, generator=g, dtype=torch.float64)
+    z = z - z.mean(-1, keepdim=True)
+    z = z / z.pow(2).mean(-1, keepdim=True).sqrt()  # mean 0, variance 1
+    rms, ln = RMSNorm(8).double(), LayerNorm(8, eps=1e-6).double()
+    with torch.no_grad():
+        gaps = [float((rms(z + mu) - ln(z + mu)).abs().max()) for mu in (0, 0.1, 0.5, 1, 3)]
+    assert gaps[0] < 1e-12
+    assert all(b > a for a, b in zip(gaps, gaps[1:], strict=False)) and gaps[-1] > 1.0
+
+
+def test_C5_8_a_pre_norm_models_tokens_are_not_zero_mean_so_the_norms_differ(one_thread):
+    """The notebook's experiment, on a smaller model: the residual stream's tokens have a mean
+    (most at h_0), so RMSNorm and layer norm give different sublayer inputs."""
+    from helpers import RMSNorm
+
+    tokens = torch.randint(0, 200, (4, 16), generator=torch.Generator().manual_seed(0))
+    torch.manual_seed(0)
+    model = TransformerLM(200, 64, 4, 4, 256, max_len=16, norm="pre", activation="relu").double()
+    with torch.no_grad():
+        _, hidden = model(tokens, return_hidden=True)
+        rms, ln = RMSNorm(64, eps=1e-5).double(), LayerNorm(64).double()
+        share = [float((h.mean(-1) ** 2 / h.pow(2).mean(-1)).mean()) for h in hidden]
+        gap = [float((rms(h) - ln(h)).pow(2).mean().sqrt()) for h in hidden]
+    assert share[0] > 0.05 and min(gap) > 0.05
+
+
+def _rms_right(x, g, eps=1e-6):
+    return g * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def test_check_rms_norm_accepts_right_answer_and_shows_no_expected_value(capsys):
+    checks.check_rms_norm(_rms_right)
+    out = capsys.readouterr().out
+    assert "✓ Exercise 4" in out and "graded on hidden cases" in out
+    assert "expected" not in out and not re.search(r"\d\.\d|\[-?\d", out), out
+
+
+def _centred_sd(x, eps):
+    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(
+        x.var(-1, keepdim=True, unbiased=False) + eps
+    )
+
+
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (lambda x, g, eps=1e-6: g * _centred_sd(x, eps), "subtracted the mean"),
+        (lambda x, g, eps=1e-6: g * x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps),
+         "standard deviation"),
+        (lambda x, g, eps=1e-6: g * x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps),
+         "sum of x"),
+        (lambda x, g, eps=1e-6: g * x / (x.pow(2).mean(-1, keepdim=True) + eps), "square root"),
+        (lambda x, g, eps=1e-6: g * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps),
+         "outside the square root"),
+        (lambda x, g, eps=1e-6: g * x / x.pow(2).mean(-1, keepdim=True).sqrt(), "left eps out"),
+        (lambda x, g, eps=1e-6: _rms_right(x, g), "eps argument"),
+        (lambda x, g, eps=1e-6: _rms_right(x, 1.0, eps), "gain g"),
+        (lambda x, g, eps=1e-6: _rms_right(x, g, eps).float(), "dtype"),
+        (lambda x, g, eps=1e-6: _rms_right(x, g, eps)[..., :-1], "shape"),
+        (lambda x, g, eps=1e-6: g * x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + eps),
+         "one number per token"),
+        (lambda x, g, eps=1e-6: -_rms_right(x, g, eps), "other way"),
+    ],
+)  # fmt: skip
+def test_check_rms_norm_names_the_mistake(fn, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        checks.check_rms_norm(fn)
+
+
+def test_check_rms_norm_does_not_forbid_but_the_grader_does(monkeypatch, tmp_path):
+    """torch's rms_norm passes the visible check (it computes the formula); the records list
+    the names it calls, and l5_ex4's spec forbids them, the course's RMSNorm and layer norm of
+    [x, -x] (which is RMSNorm), so the graded verdict is 0."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from grading.verdicts import judge, read_records
+
+    import helpers.grading as grading
+    from helpers import RMSNorm
+    from helpers.grading import record
+
+    def torch_rms(x, g, eps=1e-6):
+        return nn.functional.rms_norm(x, x.shape[-1:], g, eps)
+
+    def module_rms(x, g, eps=1e-6):
+        m = nn.RMSNorm(x.shape[-1], eps=eps, dtype=x.dtype)
+        with torch.no_grad():
+            m.weight.copy_(g)
+        return m(x)
+
+    def course_rms(x, g, eps=1e-6):
+        m = RMSNorm(x.shape[-1], eps=eps).to(x.dtype)
+        with torch.no_grad():
+            m.weight.copy_(g)
+        return m(x)
+
+    def mirrored_ln(x, g, eps=1e-6):
+        d = x.shape[-1]
+        return nn.functional.layer_norm(torch.cat([x, -x], -1), (2 * d,), eps=eps)[..., :d] * g
+
+    def fused(x, g, eps=1e-6):
+        return torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], g, eps)[0]
+
+    checks.check_rms_norm(torch_rms)
+    x, g = 1 + torch.randn(3, 5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    logs = {}
+    answers = [("ok", _rms_right), ("F", torch_rms), ("nn", module_rms), ("course", course_rms),
+               ("mirror", mirrored_ln), ("fused", fused)]  # fmt: skip
+    for name, answer in answers:
+        logs[name] = tmp_path / f"{name}.jsonl"
+        monkeypatch.setenv("HELPERS_GRADING_LOG", str(logs[name]))
+        record("l5_ex4", answer, x, g)
+        grading._cases.clear()
+    reference = read_records(logs["ok"])[0]["l5_ex4"]
+    assert judge("l5_ex4", reference, reference).correct
+    for name, _ in answers[1:]:
+        got = read_records(logs[name])[0]["l5_ex4"]
+        assert "error" not in got[0], (name, got)
+        verdict = judge("l5_ex4", reference, got)
+        assert not verdict.correct and "which the exercise forbids" in verdict.message, name
+
+
+def _invariances_right(norm, d_model):
+    x = torch.randn(4, d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    out = norm(x)
+    shift = torch.allclose(norm(x + 2.0), out, rtol=1e-4, atol=1e-4)
+    scale = torch.allclose(norm(3.0 * x), out, rtol=1e-4, atol=1e-4)
+    return bool(shift), bool(scale)
+
+
+def test_C5_8_invariances_of_the_two_norms():
+    """RMSNorm ignores a positive factor but not a constant added; layer norm ignores both."""
+    from helpers import RMSNorm
+
+    assert _invariances_right(RMSNorm(16).double(), 16) == (False, True)
+    assert _invariances_right(LayerNorm(16).double(), 16) == (True, True)
+    assert _invariances_right(nn.RMSNorm(16, dtype=torch.float64), 16) == (False, True)
+
+
+def test_check_invariances_accepts_right_answer_and_leaves_the_random_stream(capsys):
+    state = torch.random.get_rng_state()
+    checks.check_invariances(_invariances_right)
+    assert torch.equal(state, torch.random.get_rng_state())
+    out = capsys.readouterr().out
+    assert "✓ Exercise 5" in out and "RMSNorm" not in out and "True" not in out
+
+
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (lambda n, d: (False, True), "your answer says"),  # RMSNorm's answer, as a constant
+        (lambda n, d: (True, True), "your answer says"),
+        (lambda n, d: _invariances_right(n, d)[::-1], "your answer says"),
+        (lambda n, d: (torch.tensor(True), True), "Python bools"),
+        (lambda n, d: [True], "pair"),
+        (lambda n, d: {"shift": True, "scale": True}, "pair"),
+        (lambda n, d: None, "None"),
+    ],
+)
+def test_check_invariances_names_the_mistake(fn, message):
+    with pytest.raises(ExerciseFailed, match=message):
+        checks.check_invariances(fn)
+
+
+def test_hidden_cases_of_exercises_4_and_5():
+    """Ex 4: each usual mistake records another value on the hidden cases. Ex 5: the hidden
+    normalizations cover all four answers, so no constant answer scores."""
+    from helpers import RMSNorm
+
+    block = _hidden_block("l5_ex4_check").replace(
+        "from helpers.grading import record as _record", ""
+    )
+    wrongs = [
+        lambda x, g, eps=1e-6: g * _centred_sd(x, eps),
+        lambda x, g, eps=1e-6: g * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps),
+        lambda x, g, eps=1e-6: _rms_right(x, g),
+        lambda x, g, eps=1e-6: _rms_right(x, 1.0, eps),
+        lambda x, g, eps=1e-6: g * x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps),
+    ]
+    runs = []
+    for answer in (_rms_right, *wrongs):
+        seen = []
+        namespace = {"torch": torch, "rms_norm": answer}
+        namespace["_record"] = lambda exercise, fn, *a, seen=seen, **k: seen.append(
+            fn(*a, **k).detach()
+        )
+        exec(block, namespace)
+        runs.append(seen)
+    assert 2 <= len(runs[0]) <= 4
+    for i, wrong in enumerate(runs[1:]):
+        assert any(
+            not torch.allclose(w.double(), r.double(), rtol=1e-4, atol=1e-5)
+            for w, r in zip(wrong, runs[0], strict=True)
+        ), i
+
+    block = _hidden_block("l5_ex5_check").replace(
+        "from helpers.grading import record as _record", ""
+    )
+    seen = []
+    namespace = {"torch": torch, "RMSNorm": RMSNorm, "LayerNorm": LayerNorm,
+                 "invariances": _invariances_right}  # fmt: skip
+    namespace["_record"] = lambda exercise, fn, *a: seen.append((exercise, fn(*a)))
+    state = torch.random.get_rng_state()
+    exec(block, namespace)
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert {e for e, _ in seen} == {"l5_ex5"} and 2 <= len(seen) <= 4
+    assert {a for _, a in seen} == {(False, True), (True, True), (True, False), (False, False)}
+
+
+def test_C5_8_norm_explorer_norm_type_changes_the_plotted_data(no_open_figures, one_thread):
+    explorer = norm_explorer(depth=4, d_model=32)
+    try:
+        ax_grad, ax_scale = explorer.figure.axes
+        grad_line, scale_line = ax_grad.lines[1], ax_scale.lines[1]
+        layer = np.array(grad_line.get_ydata()), np.array(scale_line.get_ydata())
+        explorer.controls["norm_type"].value = "rms"
+        rms = np.array(grad_line.get_ydata()), np.array(scale_line.get_ydata())
+        assert not np.allclose(layer[0], rms[0]) and not np.allclose(layer[1], rms[1])
+        assert grad_line.get_linestyle() == "--" and "RMSNorm" in explorer.info.value
+        np.testing.assert_array_equal(ax_grad.lines[0].get_ydata(), layer[0])  # grey: previous
+        explorer.controls["placement"].value = "post"
+        post_rms = np.array(scale_line.get_ydata())
+        np.testing.assert_allclose(post_rms[1:], 1.0, atol=1e-3)  # RMSNorm output: RMS 1
+        explorer.controls["placement"].value = "none"
+        none_rms = np.array(grad_line.get_ydata())
+        assert "changes nothing" in explorer.info.value and grad_line.get_linestyle() == "-"
+        explorer.controls["norm_type"].value = "layer"  # no norm: the type changes nothing
+        np.testing.assert_array_equal(np.array(grad_line.get_ydata()), none_rms)
+        assert explorer.n_updates == 5
+        assert plt.get_fignums() == []
+    finally:
+        explorer.close()
+    assert plt.get_fignums() == []
+
+
+def test_C5_8_explorer_rms_profile_is_init_profile_with_rmsnorm(one_thread):
+    """The explorer's own loop, given "layer", reproduces init_profile exactly, so its RMSNorm
+    curves differ from the layer-norm ones by the norm alone."""
+    from helpers.widgets import residual as explorer_module
+
+    p = init_profile("pre", 3, 32, seeds=explorer_module.SEEDS, vocab_size=explorer_module.VOCAB,
+                     batch=explorer_module.BATCH, n=explorer_module.LENGTH,
+                     n_heads=explorer_module.HEADS)  # fmt: skip
+    grads, scales = explorer_module._profile_with("layer", "pre", 3, 32)
+    np.testing.assert_array_equal(grads, p.gradients)
+    np.testing.assert_array_equal(scales, p.scales)
+    state = torch.random.get_rng_state()
+    rms_grads, _ = explorer_module.profile("pre", 3, 32, "rms")
+    assert torch.equal(state, torch.random.get_rng_state())  # the caller's stream is left alone
+    assert not np.allclose(rms_grads, grads) and not rms_grads.flags.writeable
+    none = explorer_module.profile("none", 3, 32, "rms")
+    assert none is explorer_module.profile("none", 3, 32, "layer")  # one cached entry
+
+
+def test_C5_8_explorer_bad_norm_type():
+    from helpers.widgets.residual import profile
+
+    with pytest.raises(ValueError, match="norm_type must be one of 'layer', 'rms'"):
+        norm_explorer(norm_type="batch")
+    with pytest.raises(ValueError, match="norm_type must be one of"):
+        profile("pre", 3, 32, "rmsnorm")
+    with pytest.raises(ValueError, match="placement must be one of"):
+        profile("middle", 3, 32)

@@ -1,5 +1,6 @@
 """Lesson 5 exercise checks: layer norm from the formula, fixing a given residual block (find the
-bug), and telling a post-norm gradient curve from a pre-norm one.
+bug), telling a post-norm gradient curve from a pre-norm one, RMSNorm from the formula (C5.8), and
+finding by experiment which changes of its input a normalization ignores.
 
 Instant feedback only: the grade comes from hidden tests that record the answers on cases these
 checks never use (``helpers.grading``). Each check tests properties a right answer must have
@@ -19,7 +20,13 @@ from torch import nn
 from ..diagnostics import init_profile
 from ._core import as_tensor, call, fail, passed
 
-__all__ = ["check_layer_norm", "check_fixed_pre_norm", "check_post_norm_curve"]
+__all__ = [
+    "check_layer_norm",
+    "check_fixed_pre_norm",
+    "check_post_norm_curve",
+    "check_rms_norm",
+    "check_invariances",
+]
 
 
 def _small_variance_inputs():
@@ -251,3 +258,174 @@ def check_post_norm_curve(which_curve_is_post_norm) -> None:
                  "falls toward the last layers?")  # fmt: skip
     passed(ex, "your function told post-norm's curve from pre-norm's on a pair of its own, in "
                "either order (graded on hidden pairs: other seeds, widths and depths)")  # fmt: skip
+
+
+# ---------------------------------------------------------------- exercise 4: RMSNorm (C5.8)
+
+
+def _mean_square(x: torch.Tensor) -> torch.Tensor:
+    """Each token's mean of x**2 over its features, in float64, [..., 1]."""
+    return x.double().pow(2).mean(dim=-1, keepdim=True)
+
+
+def _rms_unit(ex, rms_norm, x, eps=None, what="x"):
+    """The student's RMSNorm of ``x`` with g = 1, checked for shape, dtype and finiteness."""
+    ones = torch.ones(x.shape[-1], dtype=x.dtype)
+    extra = {} if eps is None else {"eps": eps}
+    got = call(ex, rms_norm, x.clone(), ones, name="rms_norm", **extra)
+    shown = f"rms_norm({what}, g=1{'' if eps is None else f', eps={eps:g}'})"
+    got = as_tensor(ex, got, name=shown, shape=x.shape, layout="[..., d_model], like x")
+    if got.dtype != x.dtype:
+        fail(ex, f"{shown} returned dtype {got.dtype}; keep the input's dtype {x.dtype}.")
+    return got
+
+
+def check_rms_norm(rms_norm) -> None:
+    """Exercise 4: ``rms_norm(x, g, eps=1e-6)``, RMSNorm from its formula (C5.8),
+    ``g * x / sqrt(mean(x**2) + eps)`` over the last axis, without a normalization function of
+    torch or the course's ``RMSNorm``. Properties only: each token is multiplied by one positive
+    number, whose square is 1 / (mean(x**2) + eps); then g scales feature by feature."""
+    ex = "Exercise 4 (RMSNorm)"
+    x, gamma, _ = _inputs()  # x: mean about 3, far from 0
+    x = x.double()
+    unit = _rms_unit(ex, rms_norm, x).double()  # [2, 3, 8]
+    factor = (unit * x).sum(-1, keepdim=True) / (x * x).sum(-1, keepdim=True)  # [2, 3, 1]
+    if not _close(unit, factor * x, 1e-6):
+        if _close(unit.mean(-1), torch.zeros(x.shape[:-1]), 1e-6):
+            fail(ex, "your output has mean 0 for every token: you subtracted the mean, as layer "
+                     "norm does; RMSNorm does not re-centre, it only divides each token by its "
+                     "root mean square.")  # fmt: skip
+        fail(ex, "with g = 1 each token's output should be x itself times one number per token, "
+                 "1 / sqrt(mean(x**2) + eps), the same for all its features.")  # fmt: skip
+    if not bool((factor > 0).all()):
+        fail(ex, "your output points the other way from x (a negative factor): divide by the "
+                 "root mean square, a positive number.")  # fmt: skip
+    ms = _mean_square(x)  # [2, 3, 1]
+    denominator2 = 1 / factor**2  # what the answer divided x by, squared
+    if not _ratio_close(denominator2, ms + 1e-6):
+        d = x.shape[-1]
+        var = _spread(x)
+        if _ratio_close(denominator2, var + 1e-6):
+            fail(ex, "you divided by the standard deviation sqrt(var + eps); RMSNorm divides by "
+                     "the root mean square sqrt(mean(x**2) + eps), with no mean taken out of "
+                     "x**2.")  # fmt: skip
+        if _ratio_close(denominator2, d * ms + 1e-6) or _ratio_close(denominator2, d * ms):
+            fail(ex, "you divided by the square root of the sum of x**2 (the vector's length); "
+                 "RMSNorm uses the mean of x**2 over the features.")  # fmt: skip
+        if _ratio_close(denominator2, (ms + 1e-6) ** 2):
+            fail(ex, "you divided by mean(x**2) + eps itself: take its square root.")
+        fail(ex, "each token should be divided by sqrt(mean(x**2) + eps), the mean over its own "
+                 "features (the last axis); your answer divides by another number.")  # fmt: skip
+    got = call(ex, rms_norm, x.clone(), gamma.double().clone(), name="rms_norm")
+    got = as_tensor(ex, got, name="rms_norm(x, g)", shape=x.shape, layout="[..., d_model], like x")
+    if not _close(got, gamma.double() * unit):
+        if _close(got, unit):
+            fail(ex, "you did not apply the learned gain g.")
+        if _close(got, gamma.double() * unit + gamma.double()) or _close(
+            got, gamma.double() * (unit + 1)
+        ):
+            fail(ex, "you added something after scaling: RMSNorm has a gain g and no bias.")
+        fail(ex, "rms_norm(x, g) should be g * rms_norm(x, 1): scale feature by feature after "
+                 "dividing by the root mean square.")  # fmt: skip
+    small = 1e-3 * _small_variance_inputs()  # mean(x**2) about 1e-6, near eps
+    ms = _mean_square(small)
+    for eps in (None, 1e-4):
+        eps_value = 1e-6 if eps is None else eps
+        unit = _rms_unit(ex, rms_norm, small, eps=eps, what="x of mean(x**2) about 1e-6").double()
+        factor = (unit * small).sum(-1, keepdim=True) / (small * small).sum(-1, keepdim=True)
+        denominator2 = 1 / factor**2
+        if _ratio_close(denominator2, ms + eps_value):
+            continue
+        if _ratio_close(denominator2, (ms.sqrt() + eps_value) ** 2):
+            fail(ex, "you added eps outside the square root, sqrt(mean(x**2)) + eps; the formula "
+                     "has it inside, sqrt(mean(x**2) + eps): for a token whose mean square is "
+                     "near eps the two differ a lot.")  # fmt: skip
+        if _ratio_close(denominator2, ms):
+            fail(ex, "you left eps out: divide by sqrt(mean(x**2) + eps).")
+        if eps is not None and _ratio_close(denominator2, ms + 1e-6):
+            fail(ex, "rms_norm(x, g, eps=1e-4) still used eps = 1e-6: use the eps argument, not a "
+                     "fixed number.")  # fmt: skip
+        fail(ex, "for tokens whose mean square is about 1e-6 your answer does not divide by "
+                 "sqrt(mean(x**2) + eps) (is eps where the formula has it?).")  # fmt: skip
+    zero = call(ex, rms_norm, torch.zeros(1, 4), torch.ones(4), name="rms_norm")
+    if (
+        isinstance(zero, torch.Tensor)
+        and zero.is_floating_point()
+        and not torch.isfinite(zero).all()
+    ):
+        fail(ex, "for a token of zeros rms_norm returned NaN or inf: add eps inside the square "
+                 "root.")  # fmt: skip
+    zero = as_tensor(ex, zero, name="rms_norm([[0, 0, 0, 0]], 1)", shape=(1, 4))
+    if not _close(zero, torch.zeros(1, 4)):
+        fail(ex, "a token of zeros should come out as zeros: RMSNorm only rescales x.")
+    passed(ex, "each token is x times one positive number, 1 / sqrt(mean(x**2) + eps), then the "
+               "gain g, eps inside the square root, no mean taken out and no bias (graded on "
+               "hidden cases; torch's normalization functions and the course's RMSNorm score 0 "
+               "there)")  # fmt: skip
+
+
+# ---------------------------------------------------------------- exercise 5: invariances
+
+
+def _centre(x):
+    return x - x.mean(dim=-1, keepdim=True)
+
+
+def _unit_length(x):
+    return x / x.norm(dim=-1, keepdim=True)
+
+
+def _range_scaled(x):
+    c = x - x.mean(dim=-1, keepdim=True)
+    return c / c.abs().amax(dim=-1, keepdim=True)
+
+
+#: The check's own normalizations (none of them is the exercise's question), with what each one
+#: ignores by construction: (a constant added to every feature, a positive factor).
+_OWN_NORMS = (
+    ("x - mean(x)", _centre, (True, False), "subtracting the mean removes any constant added"),
+    ("x / ||x||", _unit_length, (False, True), "a positive factor cancels in x / ||x||"),
+    ("tanh(x)", torch.tanh, (False, False), "tanh changes with both"),
+    ("(x - mean) / max|x - mean|", _range_scaled, (True, True), "the constant is subtracted and "
+     "the factor cancels"),
+)  # fmt: skip
+
+
+def _pair(ex, invariances, norm, d_model, what):
+    answer = call(ex, invariances, norm, d_model, name="invariances")
+    if answer is None:
+        fail(ex, f"invariances({what}, {d_model}) returned None: return a pair of bools, "
+                 f"(same_after_shift, same_after_scale).")  # fmt: skip
+    if not isinstance(answer, tuple | list) or len(answer) != 2:
+        fail(ex, f"invariances({what}, {d_model}) should return a pair (same_after_shift, "
+                 f"same_after_scale), got a {type(answer).__name__}"
+                 + (f" of length {len(answer)}" if isinstance(answer, tuple | list) else "") + ".")  # fmt: skip
+    if not all(type(v) is bool for v in answer):
+        kinds = ", ".join(type(v).__name__ for v in answer)
+        fail(ex, f"invariances({what}, {d_model}) should return two Python bools, got {kinds}: "
+                 f"wrap a comparison in bool(...).")  # fmt: skip
+    return tuple(answer)
+
+
+def check_invariances(invariances) -> None:
+    """Exercise 5 (predict, then verify): ``invariances(norm, d_model)`` returns a pair of bools,
+    whether ``norm`` gives the same output (to 1e-4) after a constant is added to every feature
+    of each token, and after each token is multiplied by a positive number, found by trying it.
+    Tried on normalizations of the check's own (not layer norm or RMSNorm), on two widths."""
+    ex = "Exercise 5 (invariances)"
+    with torch.random.fork_rng(devices=[]):  # the caller's random stream is left as it was
+        torch.manual_seed(8)
+        for what, norm, truth, why in _OWN_NORMS:
+            for d_model in (6, 16):
+                got = _pair(ex, invariances, norm, d_model, what)
+                for i, change in enumerate(
+                    ("adding a constant", "multiplying by a positive number")
+                ):
+                    if got[i] != truth[i]:
+                        verdict = "does not change" if truth[i] else "changes"
+                        fail(ex, f"for {what} your answer says {change} "
+                                 f"{'does not change' if got[i] else 'changes'} the output, but it "
+                                 f"{verdict} it ({why}): compare norm(x) with norm of the changed "
+                                 f"x on random x, with a modest constant and factor.")  # fmt: skip
+    passed(ex, "your function found what each of four normalizations ignores, on two widths "
+               "(graded on hidden cases: other normalizations, among them the lesson's)")  # fmt: skip

@@ -50,6 +50,18 @@ SPECS: dict[str, Spec] = {
             for overload in ("", ".default")
         )
     ),
+    # lesson 5 ex. 4, RMSNorm from the formula (C5.8): the same list (checked: nn.RMSNorm,
+    # F.rms_norm, torch.rms_norm and aten.rms_norm report "rms_norm"; layer_norm of [x, -x] is
+    # RMSNorm too), aten's _fused_rms_norm, and the course's own RMSNorm (seen by the profiler)
+    "l5_ex4": Spec(
+        forbid=tuple(
+            f"{prefix}{name}_norm{overload}"
+            for name in ("layer", "group", "instance", "batch", "rms", "_fused_rms")
+            for prefix in ("", "native_")
+            for overload in ("", ".default")
+        )
+        + ("helpers.normalization.RMSNorm.forward", "helpers.normalization.RMSNorm.__init__")
+    ),
     # lesson 7 ex 1 "use the formulas, not a model": no parameter made (empty), no size read
     # (numel, size, len, .shape/.nbytes are __get__, ...), aten overloads too (checked); the
     # visible check refuses the same names (helpers.checks.depth._MODEL_CALLS)
