@@ -529,3 +529,271 @@ def test_explorer_bad_arguments():
         generation_explorer(torch.nn.Linear(2, 2), tokenizer)
     with pytest.raises(TypeError, match="prompt must be a str"):
         generation_explorer(model, tokenizer, prompt=3)
+
+
+# --- the exercise checks -------------------------------------------------------------------------
+
+from helpers.checks import ExerciseFailed  # noqa: E402
+from helpers.checks import generation as checks  # noqa: E402
+
+
+def _failure(check, fn) -> str:
+    with pytest.raises(ExerciseFailed) as info:
+        check(fn)
+    message = info.value.problem
+    assert "\n" not in message
+    return message
+
+
+def _stub(*args):
+    raise NotImplementedError()
+
+
+# exercise 1
+
+
+def temperature_right(logits, temperature):
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def temperature_right_by_hand(logits, temperature):
+    z = logits / temperature
+    e = torch.exp(z - z.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+def test_check_apply_temperature_accepts_right_answers(capsys):
+    for answer in (temperature_right, temperature_right_by_hand):
+        checks.check_apply_temperature(answer)
+        assert capsys.readouterr().out.startswith("✓ Exercise 1")
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (_stub, "not implemented yet"),
+        (lambda z, T: torch.softmax(z * T, dim=-1), "multiplied by the temperature"),
+        (lambda z, T: torch.softmax(z, dim=-1), "does not depend on the temperature"),
+        (lambda z, T: z / T, "returned logits / T, not probabilities"),
+        (lambda z, T: torch.softmax(z, dim=-1) / T, "not 1"),
+        (lambda z, T: torch.softmax(z / T, dim=0), "down the first axis"),
+        (lambda z, T: torch.exp(z / T), "not 1"),
+        (lambda z, T: torch.softmax(z / T, dim=-1)[..., :-1], "shape"),
+        (lambda z, T: torch.softmax(z.div_(T), dim=-1), "in place"),
+        (lambda z, T: torch.softmax(z / (T + 0.1), dim=-1), "is not softmax(logits / T)"),
+        (lambda z, T: next_token_probs(z, T), "next_token_probs"),
+    ],
+)
+def test_check_apply_temperature_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_apply_temperature, answer)
+
+
+# exercise 2
+
+
+def greedy_right(model, tokens, n):
+    for _ in range(n):
+        nxt = model(tokens)[:, -1].argmax(dim=-1, keepdim=True)  # [B, 1]
+        tokens = torch.cat([tokens, nxt], dim=1)
+    return tokens
+
+
+def greedy_no_grad(model, tokens, n):
+    with torch.no_grad():
+        out = tokens.clone()
+        for _ in range(n):
+            out = torch.cat([out, model(out)[:, -1:].argmax(-1)], dim=1)
+    return out
+
+
+def _greedy_only_new(model, tokens, n):
+    return greedy_right(model, tokens, n)[:, tokens.shape[1] :]
+
+
+def _greedy_first_position(model, tokens, n):
+    for _ in range(n):
+        tokens = torch.cat([tokens, model(tokens)[:, 0].argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+def _greedy_flat_argmax(model, tokens, n):
+    for _ in range(n):
+        flat = model(tokens)[:, -1].argmax()  # over batch x vocab
+        tokens = torch.cat([tokens, flat.expand(tokens.shape[0], 1)], dim=1)
+    return tokens
+
+
+def _greedy_batch_axis(model, tokens, n):
+    for _ in range(n):
+        nxt = model(tokens)[:, -1].argmax(dim=0)[: tokens.shape[0]]  # over the batch
+        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
+    return tokens
+
+
+def _greedy_no_feedback(model, tokens, n):
+    nxt = model(tokens)[:, -1].argmax(-1, keepdim=True)
+    return torch.cat([tokens, nxt.expand(-1, n)], dim=1)
+
+
+def _greedy_sampled(model, tokens, n):
+    for _ in range(n):
+        probs = torch.softmax(model(tokens)[:, -1], -1)
+        tokens = torch.cat([tokens, torch.multinomial(probs, 1)], dim=1)
+    return tokens
+
+
+def _greedy_float(model, tokens, n):
+    return greedy_right(model, tokens, n).double()
+
+
+def _greedy_library(model, tokens, n):
+    return model.generate(tokens, n, temperature=0)
+
+
+def _greedy_library_function(model, tokens, n):
+    return generate(model, tokens, n, temperature=0)
+
+
+def test_check_greedy_decode_accepts_right_answers(capsys):
+    for answer in (greedy_right, greedy_no_grad):
+        checks.check_greedy_decode(answer)
+        assert capsys.readouterr().out.startswith("✓ Exercise 2")
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (_stub, "not implemented yet"),
+        (_greedy_only_new, "returned only the"),
+        (_greedy_first_position, "prediction of the first position"),
+        (_greedy_flat_argmax, "argmax without dim="),
+        (_greedy_batch_axis, "argmax ran over the batch axis"),
+        (_greedy_no_feedback, "feed each new token back"),
+        (_greedy_sampled, ""),
+        (_greedy_float, "token ids are integers"),
+        (_greedy_library, "helpers.model.TransformerLM.generate"),
+        (_greedy_library_function, "helpers.generation.generate"),
+        (lambda m, t, n: t, "has shape"),
+        (lambda m, t, n: greedy_right(m, t, n).tolist(), "should return a torch.Tensor"),
+        (lambda m, t, n: greedy_right(m, t, n).int(), "torch.long"),
+    ],
+)
+def test_check_greedy_decode_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_greedy_decode, answer)
+
+
+def test_check_greedy_decode_refuses_sampling():
+    message = _failure(checks.check_greedy_decode, _greedy_sampled)
+    assert "not the argmax" in message or "second call" in message
+
+
+# exercise 3
+
+
+def top_p_right(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs  # the mass of the more likely tokens
+    keep_sorted = before < p  # kept while the sum before it has not reached p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def _top_p_unnormalized(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    return probs * (top_p_right(logits, p) > 0)
+
+
+def _top_p_strictly_below(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    keep_sorted = sorted_probs.cumsum(dim=-1) < p  # drops the token that reaches p
+    keep_sorted[..., 0] = True  # (avoids the empty set, so the mass message shows)
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def _top_p_strictly_below_empty(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    keep_sorted = sorted_probs.cumsum(dim=-1) < p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def _top_p_one_too_many(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = probs.sort(dim=-1, descending=True)
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    keep_sorted = torch.roll(before < p, 1, dims=-1) | (before < p)  # one more
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def _top_p_ascending(logits, p):
+    return top_p_right(-logits, p) * 0 + top_p_right(logits, p).flip(-1)
+
+
+def _top_p_least_likely(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, order = probs.sort(dim=-1)  # ascending: the least likely first
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    keep = torch.zeros_like(before, dtype=torch.bool).scatter(-1, order, before < p)
+    kept = probs * keep
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def _top_p_sorted_order(logits, p):
+    probs = torch.softmax(logits, dim=-1)
+    sorted_probs, _ = probs.sort(dim=-1, descending=True)
+    before = sorted_probs.cumsum(dim=-1) - sorted_probs
+    kept = sorted_probs * (before < p)
+    return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def test_check_top_p_filter_accepts_the_right_answer(capsys):
+    checks.check_top_p_filter(top_p_right)
+    assert capsys.readouterr().out.startswith("✓ Exercise 3")
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (_stub, "not implemented yet"),
+        (_top_p_unnormalized, "renormalize them"),
+        (_top_p_strictly_below, "less than p"),
+        (_top_p_strictly_below_empty, "kept no token"),
+        (_top_p_one_too_many, "not the smallest set"),
+        (_top_p_least_likely, "less likely than one it drops"),
+        (_top_p_sorted_order, "in sorted order"),
+        (lambda z, p: torch.softmax(z, -1), "not the smallest set"),
+        (
+            lambda z, p: top_p_right(z, p) ** 2 / (top_p_right(z, p) ** 2).sum(-1, keepdim=True),
+            "scaled by one factor",
+        ),
+        (lambda z, p: top_p_right(z.transpose(0, -1), p).transpose(0, -1), ""),
+    ],
+)
+def test_check_top_p_filter_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_top_p_filter, answer)
+
+
+def test_checks_never_show_an_expected_value():
+    """The verdicts name what is wrong, never the right numbers: a wrong answer's message holds
+    no probability of the right answer."""
+    message = _failure(checks.check_apply_temperature, lambda z, T: torch.softmax(z * T, -1))
+    assert "expected" not in message
+    message = _failure(checks.check_greedy_decode, _greedy_first_position)
+    assert "expected" not in message
+
+
+def test_checks_leave_the_global_random_state_alone():
+    torch.manual_seed(5)
+    state = torch.get_rng_state()
+    checks.check_greedy_decode(greedy_right)
+    checks.check_top_p_filter(top_p_right)
+    assert torch.equal(torch.get_rng_state(), state)

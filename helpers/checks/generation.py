@@ -1,0 +1,334 @@
+"""Lesson 9 exercise checks: from logits to tokens (C9.2).
+
+Each check prints a one-line verdict starting with a tick, or raises
+:class:`~helpers.checks.ExerciseFailed` naming what is wrong. No check holds a reference answer
+or prints an expected value: each tests relations the right answer must satisfy (the
+probabilities' log-ratios, the greedy property of every new token, the four properties that
+define the nucleus).
+
+The three exercises (for the notebook's cells)
+----------------------------------------------
+
+Exercise 1 (grade id ``l9_ex1``, C9.2): ``apply_temperature(logits, temperature)``
+    ``logits`` [..., vocab_size] float tensor, ``temperature`` a number > 0; returns the
+    probabilities softmax(logits / temperature) over the last axis, a tensor of the shape of
+    ``logits``. ``torch.softmax`` is allowed (the point is the division by T);
+    ``helpers.generation.next_token_probs`` is not (refused here and by the grader).
+    Check cell: ``generation.check_apply_temperature(apply_temperature)``.
+    Hidden cases record ``apply_temperature(logits, T)`` on logits drawn from a seeded
+    ``torch.Generator`` the notebook never uses, e.g. [2, 5] float32 at T = 0.7, [4, 11] float64
+    at T = 1.5, [6] (1-D) float64 at T = 0.25.
+
+Exercise 2 (``l9_ex2``, C9.2): ``greedy_decode(model, tokens, n)``
+    ``model`` a :class:`~helpers.TransformerLM`, ``tokens`` [batch, len] torch.long ids, ``n``
+    an int >= 0; returns [batch, len + n] torch.long: the prompt followed by n tokens, each the
+    argmax over the vocabulary of the logits at the last position of everything so far
+    (``model(seq)[:, -1].argmax(dim=-1)``), appended and fed back. No cropping is needed (the
+    cases stay within max_len). ``model.generate`` and ``helpers.generation``'s functions are
+    refused (here and by the grader, whose profiler sees the course's functions).
+    Check cell: ``generation.check_greedy_decode(greedy_decode)``.
+    Hidden cases record ``greedy_decode(model, tokens, n)`` with models built under hidden seeds
+    in float64, untied and with PyTorch's init so that greedy text does not just repeat one
+    token (``torch.manual_seed(s); TransformerLM(V, d, L, h, max_len=..., tie_weights=False,
+    init="torch").double()``), e.g. a sinusoidal model,
+    batch 3, len 4, n 5; a rotary model, batch 1, len 2, n 8; n = 0 (the prompt itself).
+
+Exercise 3 (``l9_ex3``, transfer: nucleus sampling, Holtzman et al. 2020, not shown in the
+lesson): ``top_p_filter(logits, p)``
+    ``logits`` [..., vocab_size] float tensor, ``p`` in (0, 1]; returns the probabilities of
+    nucleus sampling, shape of ``logits``: softmax(logits), then keep the smallest set of most
+    likely tokens whose probabilities sum to at least p (the token that takes the sum to p or
+    past it is kept), set the others to 0 and renormalize the kept ones to sum to 1.
+    Check cell: ``generation.check_top_p_filter(top_p_filter)``.
+    Hidden cases record ``top_p_filter(logits, p)`` on seeded logits, e.g. [4, 9] at p = 0.9,
+    [2, 30] float64 at p = 0.5, [6] at p = 0.999, [3, 8] at p = 0.05 (only the argmax survives).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..grading import _CourseCalls
+from ..model import TransformerLM
+from ._core import ExerciseFailed, as_tensor, call_described, fail, passed
+
+__all__ = ["check_apply_temperature", "check_greedy_decode", "check_top_p_filter", "FORBIDDEN"]
+
+#: The course functions each exercise may not call (the grader's lists in tools/grading/spec.py
+#: are these): they compute the answer outright.
+FORBIDDEN = {
+    "l9_ex1": ("helpers.generation.next_token_probs",),
+    "l9_ex2": (
+        "helpers.model.TransformerLM.generate",
+        "helpers.generation.generate",
+        "helpers.generation.generate_text",
+        "helpers.generation._cached_logits",
+    ),
+}
+
+
+#: A hint added to a verdict when the answer raised an error whose message holds the key.
+_HINTS = {
+    "must hold ids in": "an argmax without dim= flattens the batch and the vocabulary into one "
+    "index; take argmax(dim=-1), over the vocabulary.",
+}
+
+
+def _call(ex: str, fn, args: tuple, name: str, shown: str, forbidden: tuple = ()):
+    """Call the answer; refuse it if it called one of the ``forbidden`` course functions."""
+    course = _CourseCalls()
+    try:
+        with course:
+            got = call_described(ex, fn, args, name=name, shown=shown)
+    except ExerciseFailed as e:
+        hint = next((h for key, h in _HINTS.items() if key in e.problem), None)
+        if hint is None:
+            raise
+        fail(ex, f"{e.problem} Hint: {hint}")
+    used = sorted(n for n in course.names if n in forbidden)
+    if used:
+        fail(
+            ex,
+            f"your answer calls {', '.join(used)}, which computes the answer for you: "
+            "write it from the formula.",
+        )
+    return got
+
+
+def _logits(shape, seed: int, dtype=torch.float64) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return (2.0 * torch.randn(shape, generator=g, dtype=torch.float64)).to(dtype)
+
+
+def _unchanged(ex: str, logits: torch.Tensor, before: torch.Tensor, name: str) -> None:
+    if not torch.equal(logits, before):
+        fail(ex, f"{name} changed the logits it was given (in place): work on a copy.")
+
+
+def _probabilities(ex: str, got, logits: torch.Tensor, name: str) -> torch.Tensor:
+    """A float tensor of the logits' shape, >= 0, each row summing to 1 over the last axis."""
+    if isinstance(got, torch.Tensor) and got.shape != logits.shape:
+        fail(ex, f"{name} has shape {list(got.shape)}; it should have the logits' shape "
+             f"{list(logits.shape)} [..., vocab_size], one probability per token.")  # fmt: skip
+    got = as_tensor(ex, got, name=name, shape=tuple(logits.shape), layout="[..., vocab_size]")
+    got = got.detach().to(torch.float64)
+    if (got < 0).any():
+        fail(ex, f"{name} has negative entries: probabilities are >= 0 (did you apply softmax?).")
+    sums = got.sum(-1)
+    if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
+        if got.dim() > 1 and torch.allclose(got.sum(0), torch.ones_like(got.sum(0)), atol=1e-5):
+            fail(ex, f"{name} sums to 1 down the first axis, not along the last: the vocabulary "
+                 "is the last axis (softmax(..., dim=-1)).")  # fmt: skip
+        worst = float(sums.flatten()[(sums - 1).abs().flatten().argmax()])
+        fail(ex, f"{name}: a row sums to {worst:.4g}, not 1: the probabilities of each row must "
+             "sum to 1 over the vocabulary (the last axis).")  # fmt: skip
+    return got
+
+
+# --- exercise 1 ---------------------------------------------------------------------------------
+
+
+def check_apply_temperature(apply_temperature) -> None:
+    """Exercise 1 (C9.2): ``apply_temperature(logits, temperature)`` = softmax(logits / T) over
+    the last axis. Tested by its relations: every row sums to 1 and log p_i - log p_j =
+    (z_i - z_j) / T for every pair of tokens (which only softmax(z / T) satisfies)."""
+    ex = "Exercise 1 (softmax with a temperature)"
+    cases = (((3, 7), 0.5, torch.float64), ((2, 9), 2.0, torch.float32), ((8,), 1.0, torch.float64),
+             ((4, 5), 0.25, torch.float64))  # fmt: skip
+    for i, (shape, T, dtype) in enumerate(cases):
+        logits = _logits(shape, 90 + i, dtype)
+        before = logits.clone()
+        name = f"apply_temperature(logits {list(shape)}, {T})"
+        got = _call(ex, apply_temperature, (logits, T), "apply_temperature",
+                    f"logits {list(shape)}, {T}", FORBIDDEN["l9_ex1"])  # fmt: skip
+        _unchanged(ex, logits, before, "apply_temperature")
+        z = logits.to(torch.float64)
+        if isinstance(got, torch.Tensor) and got.shape == logits.shape and got.is_floating_point():
+            g64 = got.detach().to(torch.float64)
+            if torch.allclose(g64, z / T, rtol=1e-4, atol=1e-6):
+                fail(ex, f"{name} returned logits / T, not probabilities: apply softmax over "
+                     "the last axis to them.")  # fmt: skip
+        got = _probabilities(ex, got, logits, name)
+        if (got <= 0).any():
+            fail(ex, f"{name} has zeros: softmax(z / T) gives every token a probability > 0.")
+        log_ratio = got.log() - got.log()[..., :1]  # [..., V]: log p_i - log p_0
+        dz = z - z[..., :1]  # [..., V]: z_i - z_0
+        tol = 1e-3 if dtype == torch.float32 else 1e-7
+        if torch.allclose(log_ratio, dz / T, atol=tol):
+            continue
+        if T != 1.0 and torch.allclose(log_ratio, dz * T, atol=tol):
+            fail(ex, f"{name}: the logits were multiplied by the temperature; divide them by it "
+                 "(softmax(logits / T)): a high T must flatten the distribution.")  # fmt: skip
+        if T != 1.0 and torch.allclose(log_ratio, dz, atol=tol):
+            fail(ex, f"{name} does not depend on the temperature: it is softmax(logits); divide "
+                 "the logits by T first.")  # fmt: skip
+        fail(ex, f"{name} is not softmax(logits / T): the ratio of two tokens' probabilities "
+             "must be exp((z_i - z_j) / T).")  # fmt: skip
+    passed(
+        ex,
+        "every row sums to 1 and each ratio of probabilities is exp((z_i - z_j) / T) at four "
+        "temperatures, float32 and float64.",
+    )
+
+
+# --- exercise 2 ---------------------------------------------------------------------------------
+
+
+def _greedy_model(seed: int, **options) -> TransformerLM:
+    with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
+        torch.manual_seed(seed)
+        # untied, PyTorch's default init: a small untrained tied model tends to repeat one
+        # token, and then a loop that never feeds its tokens back would pass unnoticed
+        model = TransformerLM(11, 16, 2, 2, max_len=24, tie_weights=False, init="torch", **options)
+        return model.double().eval()
+
+
+def check_greedy_decode(greedy_decode) -> None:
+    """Exercise 2 (C9.2): ``greedy_decode(model, tokens, n)`` returns [batch, len + n] torch.long
+    ids, the prompt then n tokens, each the argmax of the logits at the last position of the
+    sequence so far. Tested on two small course models: every new token must be the argmax of
+    the model run on everything before it (computed here from the answer's own output)."""
+    ex = "Exercise 2 (greedy decoding)"
+    cases = ((dict(), 2, 3, 6), (dict(positional="learned"), 1, 4, 5),
+             (dict(positional="rotary"), 3, 2, 7))  # fmt: skip
+    for i, (options, batch, length, n) in enumerate(cases):
+        model = _greedy_model(70 + i, **options)
+        g = torch.Generator().manual_seed(80 + i)
+        tokens = torch.randint(0, model.config.vocab_size, (batch, length), generator=g)
+        before = tokens.clone()
+        name = f"greedy_decode(model, tokens {list(tokens.shape)}, {n})"
+        shown = f"model, tokens {list(tokens.shape)}, {n}"
+        got = _call(ex, greedy_decode, (model, tokens, n), "greedy_decode", shown,
+                    FORBIDDEN["l9_ex2"])  # fmt: skip
+        if not torch.equal(tokens, before):
+            fail(ex, f"{name} changed the tokens it was given (in place): build a new tensor.")
+        if got is None:
+            fail(ex, f"{name} returned None: did you forget to `return` the ids?")
+        if not isinstance(got, torch.Tensor):
+            fail(ex, f"{name} should return a torch.Tensor of ids, got a {type(got).__name__}.")
+        if got.is_floating_point():
+            fail(ex, f"{name} returned {got.dtype} values: token ids are integers (torch.long); "
+                 "argmax gives them.")  # fmt: skip
+        if got.dtype != torch.long:
+            fail(ex, f"{name} returned dtype {got.dtype}: return torch.long ids, as the prompt.")
+        if tuple(got.shape) == (batch, n):
+            fail(ex, f"{name} returned only the {n} new tokens, shape {list(got.shape)}: return "
+                 f"the prompt followed by them, [batch, len + n] = {[batch, length + n]}.")  # fmt: skip
+        if tuple(got.shape) != (batch, length + n):
+            fail(ex, f"{name} has shape {list(got.shape)}; it should be [batch, len + n] = "
+                 f"{[batch, length + n]}: the prompt followed by n new tokens.")  # fmt: skip
+        if not torch.equal(got[:, :length], tokens):
+            fail(ex, f"{name} does not start with the prompt: return the prompt followed by the "
+                 "new tokens.")  # fmt: skip
+        vocab = model.config.vocab_size
+        if got.min() < 0 or got.max() >= vocab:
+            fail(ex, f"{name} holds ids outside 0..{vocab - 1}: an argmax without dim= flattens "
+                 "the batch; take argmax(dim=-1) over the vocabulary.")  # fmt: skip
+        with torch.no_grad():
+            for t in range(length, length + n):
+                logits = model(got[:, :t])  # [B, t, V]
+                right = logits[:, -1].argmax(-1)  # [B]
+                if torch.equal(got[:, t], right):
+                    continue
+                where = f"{name}: the token at position {t} is not the argmax"
+                if torch.equal(got[:, t], logits[:, 0].argmax(-1)) and t > 1:
+                    fail(ex, f"{where}: it is the prediction of the first position; the next "
+                         "token comes from the last one, logits[:, -1].")  # fmt: skip
+                if batch > 1 and torch.equal(got[:, t], logits[:, -1].argmax(0)[:batch]):
+                    fail(ex, f"{where}: argmax ran over the batch axis; take it over the "
+                         "vocabulary, argmax(dim=-1).")  # fmt: skip
+                first = model(tokens)[:, -1].argmax(-1)
+                if torch.equal(got[:, t], first) and t > length:
+                    fail(ex, f"{where}: it repeats the prediction after the prompt; feed each "
+                         "new token back and run the model on the longer sequence.")  # fmt: skip
+                fail(ex, f"{where} of the logits at the last position of the sequence before it "
+                     "(model(seq)[:, -1].argmax(dim=-1)).")  # fmt: skip
+        again = call_described(ex, greedy_decode, (model, tokens, n), name="greedy_decode",
+                               shown=shown)  # fmt: skip
+        if not isinstance(again, torch.Tensor) or not torch.equal(again, got):
+            fail(ex, f"{name} gave different ids on a second call: greedy decoding draws "
+                 "nothing at random.")  # fmt: skip
+    passed(
+        ex,
+        "the prompt comes back first and every new token is the argmax of the model run on "
+        "the sequence before it, for three models (sinusoidal, learned, rotary) and batches "
+        "of 1 to 3.",
+    )
+
+
+# --- exercise 3 (transfer): nucleus (top-p) sampling ---------------------------------------------
+
+
+def check_top_p_filter(top_p_filter) -> None:
+    """Exercise 3 (transfer, Holtzman et al. 2020): ``top_p_filter(logits, p)`` returns the
+    nucleus probabilities. Tested by the four properties that define them: each row sums to 1;
+    the kept tokens' probabilities are softmax(logits)'s, all scaled alike; a kept token is never
+    less likely than a dropped one; the kept set reaches p and is the smallest that does
+    (without its least likely token it falls below p)."""
+    ex = "Exercise 3 (top-p, nucleus, filtering)"
+    cases = (
+        ((4, 6), 0.02, torch.float64),  # only the most likely token survives
+        ((3, 10), 0.9, torch.float64),
+        ((12,), 0.5, torch.float64),
+        ((2, 16), 0.75, torch.float32),
+        ((2, 7), 1.0, torch.float64),
+    )
+    for i, (shape, p, dtype) in enumerate(cases):
+        logits = _logits(shape, 60 + i, dtype)
+        before = logits.clone()
+        name = f"top_p_filter(logits {list(shape)}, {p})"
+        got = _call(ex, top_p_filter, (logits, p), "top_p_filter", f"logits {list(shape)}, {p}")
+        _unchanged(ex, logits, before, "top_p_filter")
+        if isinstance(got, torch.Tensor) and got.shape == logits.shape and got.is_floating_point():
+            if torch.isnan(got).any():
+                fail(ex, f"{name} contains NaN: a row probably kept no token (0 / 0 when "
+                     "renormalizing); the nucleus always holds the most likely token, and the "
+                     "token that takes the sum to p.")  # fmt: skip
+            sums = got.detach().to(torch.float64).sum(-1)
+            if torch.isfinite(got).all() and (got >= 0).all() and (sums < 1 - 1e-5).any():
+                fail(ex, f"{name}: the kept probabilities sum to "
+                     f"{float(sums.min()):.4g} in a row, not 1: renormalize them (divide by "
+                     "their sum) after dropping the rest.")  # fmt: skip
+            if (got == 0).all(dim=-1).any():
+                fail(ex, f"{name} keeps no token in a row: the nucleus always holds at least the "
+                     "most likely token (keep the token whose probability takes the sum to p).")  # fmt: skip
+        got = _probabilities(ex, got, logits, name)
+        probs = torch.softmax(logits.to(torch.float64), dim=-1)  # [..., V]
+        tol = 1e-4 if dtype == torch.float32 else 1e-8
+        for row in range(probs.reshape(-1, shape[-1]).shape[0]):
+            q = got.reshape(-1, shape[-1])[row]  # the answer's row
+            s = probs.reshape(-1, shape[-1])[row]  # softmax(logits) of that row
+            kept = q > 0
+            k = int(kept.sum())
+            top = s.sort(descending=True).values[:k]  # the most likely k, in sorted order
+            in_sorted_order = (
+                torch.allclose(q[:k], top / top.sum(), rtol=tol * 10, atol=1e-12)
+                and not (q[k:] > 0).any()
+            )
+            top_set = kept.all() or float(s[kept].min()) >= float(s[~kept].max())
+            if in_sorted_order and not (
+                top_set and torch.allclose(q[kept] / s[kept], 1 / top.sum())
+            ):
+                fail(ex, f"{name} returns the probabilities in sorted order: put each back "
+                     "at its token's id (scatter with the indices the sort returned).")  # fmt: skip
+            scale = q[kept] / s[kept]  # the same factor 1 / (mass kept) for every kept token
+            if not torch.allclose(scale, scale.mean().expand_as(scale), rtol=tol * 10, atol=0):
+                fail(ex, f"{name}: the kept tokens' probabilities are not softmax(logits)'s all "
+                     "scaled by one factor: drop tokens, then renormalize what is left.")  # fmt: skip
+            if kept.any() and (~kept).any() and float(s[kept].min()) < float(s[~kept].max()):
+                fail(ex, f"{name} keeps a token that is less likely than one it drops: the "
+                     "nucleus is made of the most likely tokens (sort in descending order).")  # fmt: skip
+            mass = float(s[kept].sum())
+            if mass < p - 1e-9:
+                fail(ex, f"{name}: the kept tokens hold {mass:.4g} of the probability, less than "
+                     f"p = {p}: keep the token that takes the sum to p too (the smallest set "
+                     "whose sum reaches p), not only those strictly below it.")  # fmt: skip
+            if mass - float(s[kept].min()) >= p:
+                fail(ex, f"{name} is not the smallest set: without its least likely token the "
+                     f"kept tokens still hold at least p = {p}; stop at the first token that "
+                     "takes the sum to p.")  # fmt: skip
+    passed(
+        ex,
+        "each row keeps the most likely tokens, reaches p with the fewest of them, and "
+        "renormalizes them to sum to 1, at five values of p from 0.02 to 1.",
+    )
