@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The visible checks of these lessons refuse the same calls the grade does: one list, kept there.
-from helpers.checks import depth, feedforward
+from helpers.checks import depth, feedforward, generation
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,12 @@ SPECS: dict[str, Spec] = {
             for overload in ("", *overloads.split())
         )
     ),
+    # lesson 9 (the visible checks refuse the same names: helpers.checks.generation.FORBIDDEN):
+    # ex 1 softmax(logits / T), torch.softmax allowed, not the lesson's next_token_probs; ex 2
+    # the greedy loop, not model.generate or helpers.generation's functions (ids compared
+    # exactly); ex 3 top-p, the defaults
+    "l9_ex1": Spec(forbid=generation.FORBIDDEN["l9_ex1"]),
+    "l9_ex2": Spec(rtol=0.0, atol=0.0, forbid=generation.FORBIDDEN["l9_ex2"]),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights)
     "l10_ex1": Spec(same_values=("token_embedding.weight",)),
 }
