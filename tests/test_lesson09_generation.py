@@ -797,3 +797,23 @@ def test_checks_leave_the_global_random_state_alone():
     checks.check_greedy_decode(greedy_right)
     checks.check_top_p_filter(top_p_right)
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_C9_2_grader_sees_the_library_calls_the_checks_refuse(tmp_path, monkeypatch):
+    import json
+
+    from helpers.grading import record
+    from tools.grading.spec import spec_for
+
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    model = checks._greedy_model(1)
+    tokens = torch.tensor([[1, 2, 3]])
+    record("l9_test_a", _greedy_library, model, tokens, 2)
+    record("l9_test_b", _greedy_library_function, model, tokens, 2)
+    record("l9_test_c", greedy_right, model, tokens, 2)
+    record("l9_test_d", lambda z, T: next_token_probs(z, T), torch.randn(2, 3), 0.5)
+    a, b, c, d = (set(json.loads(line)["calls"]) for line in log.read_text().splitlines())
+    forbid = set(spec_for("l9_ex2").forbid)
+    assert a & forbid and b & forbid and not c & forbid
+    assert d & set(spec_for("l9_ex1").forbid)
