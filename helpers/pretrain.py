@@ -116,6 +116,24 @@ class Corpus:
     def baselines(self) -> dict[str, float]:
         return {"uniform": self.uniform, "unigram": self.unigram, "bigram": self.bigram}
 
+    def with_val_tokens(self, val_tokens: int) -> Corpus:
+        """The same text and tokenizer, the loss measured on the first ``val_tokens``
+        predictions of the held-out part only (cheaper; the baselines measured on those)."""
+        val_tokens = check.positive_int("val_tokens", val_tokens, minimum=2)
+        if val_tokens + 1 > len(self.val_ids):
+            raise ValueError(
+                f"val_tokens must be at most {len(self.val_ids) - 1} (this corpus measures on "
+                f"{len(self.val_ids)} held-out ids), got {val_tokens}"
+            )
+        val_ids = self.val_ids[: val_tokens + 1]
+        vocab = self.tokenizer.vocab_size
+        return replace(
+            self,
+            val_ids=val_ids,
+            unigram=ngram_loss(self.train_ids, val_ids, vocab, order=1),
+            bigram=ngram_loss(self.train_ids, val_ids, vocab, order=2),
+        )
+
 
 @dataclass(frozen=True)
 class PretrainConfig:
@@ -441,7 +459,7 @@ FACTORS = {
 #: The notebook's small grid: tiny models and a few steps, so that the whole grid (7 models,
 #: 2 seeds) trains in about ten seconds here. tools/side_by_side.py runs the full one.
 SMALL_GRID = dict(
-    d_model=32, n_layers=2, n_heads=4, block_size=32, batch_size=8, lr=5e-3, eval_every=20
+    d_model=32, n_layers=2, n_heads=4, block_size=32, batch_size=8, lr=5e-3, eval_every=10
 )
 
 

@@ -380,3 +380,12 @@ def test_bad_side_by_side_arguments(kwargs, error, words):
 def test_config_is_validated_on_its_own():
     with pytest.raises(ValueError, match="eval_every"):
         PretrainConfig(eval_every=0)
+
+
+def test_with_val_tokens_measures_on_fewer_characters(corpus):
+    small = corpus.with_val_tokens(100)
+    assert torch.equal(small.val_ids, corpus.val_ids[:101])
+    assert small.tokenizer is corpus.tokenizer and small.train_ids is corpus.train_ids
+    assert small.uniform == corpus.uniform and small.unigram != corpus.unigram
+    with pytest.raises(ValueError, match="val_tokens"):
+        corpus.with_val_tokens(513)

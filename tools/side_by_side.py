@@ -38,8 +38,8 @@ differences may well be within the spread between seeds):
 - Press & Wolf 2017: tying the output projection to the embedding helps or is neutral.
 - Shazeer 2020: SwiGLU beats ReLU (and GELU) at equal parameters (d_ff scaled by 2/3 here,
   as in the course's FeedForward).
-- Press et al. 2022 (ALiBi) and Su et al. 2021 (rotary): sinusoidal positions extrapolate
-  poorly past the training length; a learned table cannot run there at all.
+- Press et al. 2022 (ALiBi, "Train short, test long"): sinusoidal and rotary positions get
+  worse past the training length (ALiBi does not); a learned table cannot run there at all.
 """
 
 
