@@ -155,7 +155,7 @@ def positional_explorer(
     ax_heat.set_ylabel("position")
     sim = ax_sim.imshow(np.zeros((2, 2)), cmap="viridis", interpolation="nearest")
     ax_sim.set_xlabel("position q")
-    ax_sim.set_title("PE(p)·PE(q)", fontsize="medium")
+    sim_title = ax_sim.set_title(SCHEMES[scheme], fontsize="medium")
     ax_wave.set_yticks([-1, 0, 1])
     for ax in (ax_wave, ax_heat, ax_sim):
         ax.locator_params(nbins=4)  # few tick labels: drawing text is most of an update's cost
@@ -185,7 +185,8 @@ def positional_explorer(
         sim.set_data(scores)
         sim.set_extent((start - 0.5, stop + 0.5, stop + 0.5, start - 0.5))
         sim.set_clim(float(scores.min()), float(scores.max()))  # d_model/2 on PE's diagonal
-        ax_sim.set_title(SCHEMES[scheme], fontsize="medium")
+        if sim_title.get_text() != SCHEMES[scheme]:  # a new text only when the scheme changes
+            sim_title.set_text(SCHEMES[scheme])
         note = f" (showing the first {MAX_SPAN + 1} positions of the range)" if clipped else ""
         right = {
             "sinusoidal": "Right: PE(p)·PE(q), symmetric, the same along every diagonal (C4.6).",
