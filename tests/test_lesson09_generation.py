@@ -470,6 +470,7 @@ def test_C9_2_explorer_reports_bad_prompts_in_place():
         explorer.close()
 
 
+@pytest.mark.slow  # 23 updates of 200 characters each
 def test_explorer_keeps_one_figure_over_many_updates():
     import gc
 
