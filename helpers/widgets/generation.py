@@ -41,7 +41,8 @@ def default_model(tokenizer, seed: int = 0):
 
 def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT) -> Explorer:
     """Lesson 9 (C9.2). Controls, in this order: ``temperature`` (0 = greedy, the argmax, up to
-    2), ``top_k`` (0 = off: every character can be drawn; k keeps the k most likely), ``seed``
+    2), ``top_k`` (0, or the vocabulary size, = off: every character can be drawn; k keeps the k
+    most likely), ``seed``
     (of the ``torch.Generator`` that draws the characters) and ``prompt`` (a text box, applied
     on Enter or when it loses focus). Shows the prompt and :data:`N_NEW` generated characters,
     and the next-character distribution after the prompt, softmax(logits / T), as bars over the
