@@ -60,6 +60,14 @@ LESSONS: tuple[Lesson, ...] = (
         "tying",
     ),
     Lesson(
+        9,
+        "The full model at work: training it, making it write, the sheet's choices side by side",
+        "09_the_full_model.ipynb",
+        ("C9.1", "C9.2", "C9.3"),
+        "generation_explorer",
+        "generation",
+    ),
+    Lesson(
         10,
         "Trust but verify: the checklist as an executable audit (capstone)",
         "10_trust_but_verify.ipynb",

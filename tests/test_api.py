@@ -69,6 +69,7 @@ def test_explorers_named_in_the_specification_exist():
         "feedforward_explorer",
         "depth_explorer",
         "tying_explorer",
+        "generation_explorer",
     ):
         assert callable(getattr(widgets, name))
 
