@@ -29,13 +29,14 @@ import json
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["record", "plain", "CallNames"]
+__all__ = ["record", "plain", "CallNames", "THIRD_PARTY", "ANOTHER_THREAD"]
 
 _cases: dict[str, int] = {}
 
@@ -113,30 +114,101 @@ class CallNames(TorchFunctionMode):
 
 
 _HELPERS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: What an answer's call of these libraries is recorded as: a module prefix. No exercise needs
+#: them, and some hold the answer outright (Hugging Face's rotary, ALiBi, RMSNorm, top-p), so
+#: the grader refuses them everywhere (tools/grading/verdicts.py).
+THIRD_PARTY = ("transformers",)
+#: Recorded when the answer runs Python code in another thread: there the torch functions it
+#: calls cannot be seen, so the grader refuses it wherever an exercise forbids a function.
+ANOTHER_THREAD = "<another thread>"
+
+
+def _course_codes() -> dict:
+    """Every code object of the course's modules (functions, methods, nested code), by code:
+    code objects compare by their contents (bytecode, constants, names), not by file name, so a
+    copy of a helper's code under another file or module name is still recognised as it."""
+    codes: dict = {}
+
+    def add(code, name):
+        if code not in codes:
+            codes[code] = name
+            for const in code.co_consts:
+                if hasattr(const, "co_code"):
+                    add(const, f"{name}.{const.co_name}")
+
+    for module_name, module in list(sys.modules.items()):
+        if not module_name.startswith("helpers.") or module_name == __name__ or module is None:
+            continue
+        for value in list(vars(module).values()):
+            members = [value] + (list(vars(value).values()) if isinstance(value, type) else [])
+            for member in members:
+                member = getattr(member, "fget", None) or getattr(member, "__func__", member)
+                member = getattr(member, "__wrapped__", member)  # a contextmanager's function
+                code = getattr(member, "__code__", None)
+                if code is not None and code.co_filename.startswith(_HELPERS):
+                    home = getattr(member, "__module__", None)  # where it is defined
+                    home = home if isinstance(home, str) else module_name
+                    if home != __name__:  # not this module's own code, re-exported elsewhere
+                        add(code, f"{home}.{code.co_qualname}")
+    return codes
+
+
+def _own_codes() -> set:
+    """The code objects of this module's functions and methods (by identity of content)."""
+    own = set()
+    for value in list(globals().values()):
+        members = [value] + (list(vars(value).values()) if isinstance(value, type) else [])
+        for member in members:
+            code = getattr(member, "__code__", None)
+            if code is not None and getattr(member, "__module__", None) == __name__:
+                own.add(code)
+    return own
 
 
 class _CourseCalls:
     """The course's own functions the answer calls (``helpers.positional.wavelengths``, ...), seen
-    with ``sys.setprofile``: an exercise whose answer a lesson helper computes outright forbids
-    calling it (tools/grading/spec.py)."""
+    with ``sys.setprofile`` (and ``threading.setprofile``: a thread the answer starts is marked
+    :data:`ANOTHER_THREAD`): an exercise whose answer a lesson helper computes outright forbids
+    calling it (tools/grading/spec.py). A helper is recognised by its file, and by its code
+    object wherever that code runs; calls into :data:`THIRD_PARTY` libraries by their module."""
 
     def __init__(self):
         self.names: set[str] = set()
         self._previous = None
+        self._codes = _course_codes()
+        self._own = _own_codes()
 
     def _profile(self, frame, event, arg):
-        if event == "call" and frame.f_code.co_filename.startswith(_HELPERS):
+        if event != "call":
+            return
+        code = frame.f_code
+        if code in self._own:
+            return  # this module's own code (the profiler's __exit__, record)
+        name = self._codes.get(code)
+        if name is not None:
+            self.names.add(name)
+        elif code.co_filename.startswith(_HELPERS):
             module = frame.f_globals.get("__name__", "")
-            if module != __name__:
-                self.names.add(f"{module}.{frame.f_code.co_qualname}")
+            self.names.add(f"{module}.{code.co_qualname}")
+        else:
+            module = frame.f_globals.get("__name__", "")
+            if isinstance(module, str) and module.startswith(THIRD_PARTY):
+                self.names.add(f"{module.split('.')[0]}.{code.co_qualname}")
+
+    def _thread_profile(self, frame, event, arg):
+        self.names.add(ANOTHER_THREAD)
+        self._profile(frame, event, arg)
 
     def __enter__(self):
         self._previous = sys.getprofile()
+        self._previous_threads = threading.getprofile()
+        threading.setprofile(self._thread_profile)
         sys.setprofile(self._profile)
         return self
 
     def __exit__(self, *exc):
         sys.setprofile(self._previous)
+        threading.setprofile(self._previous_threads)
 
 
 def record(exercise: str, answer: Callable, *args, **kwargs) -> None:

@@ -409,3 +409,101 @@ def test_an_answer_that_calls_the_lessons_own_helper_is_seen_and_refused(monkeyp
     verdict = judge("l4_ex2", reference, {0: [{**borrowed, "case": 0}]})
     assert not verdict.correct and "forbids" in verdict.message
     assert judge("l4_ex2", reference, reference).correct
+
+
+# ---- what an adversarial review hid from the grader, and is seen now --------------------------
+
+
+def _judged(exercise, tmp_path, monkeypatch, honest, cheat, *args):
+    """Record ``honest`` (the reference) and ``cheat`` on the same case; judge the cheat."""
+    log = tmp_path / f"{exercise}.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    record(exercise, honest, *args)
+    record(exercise, cheat, *args)
+    ref, got = (json.loads(line) for line in log.read_text().splitlines())
+    verdict = judge(exercise, {0: [{**ref, "case": 0}]}, {0: [{**got, "case": 0}]})
+    assert judge(exercise, {0: [{**ref, "case": 0}]}, {0: [{**ref, "case": 0}]}).correct
+    return got, verdict
+
+
+def test_a_helper_run_from_a_copy_of_its_code_is_still_seen(monkeypatch, tmp_path):
+    import types
+
+    from helpers import positional
+
+    code = positional.apply_rotary.__code__.replace(co_filename="<mine>")
+    copy = types.FunctionType(code, {**vars(positional), "__name__": "helpers.grading"}, "mine")
+    copy.__defaults__ = positional.apply_rotary.__defaults__
+    x = torch.randn(6, 8, dtype=torch.float64)
+    want = positional.apply_rotary(x)  # computed here, outside the records
+    torch.testing.assert_close(copy(x), want)  # the copy computes the answer
+    # l4_ex5's spec forbids apply_rotary (the copy runs under a grading-module name, too)
+    got, verdict = _judged("l4_ex5", tmp_path, monkeypatch, lambda x: want.clone(), copy, x)
+    assert "helpers.positional.apply_rotary" in got["calls"]
+    assert not verdict.correct and "forbids" in verdict.message
+
+
+def test_a_forbidden_call_in_another_thread_is_refused(monkeypatch, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def in_a_thread(x):
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(torch.nn.functional.rms_norm, x, (x.shape[-1],)).result()
+
+    def by_hand(x):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + torch.finfo(x.dtype).eps)
+
+    x = torch.randn(3, 8, dtype=torch.float64)
+    got, verdict = _judged("l5_ex4", tmp_path, monkeypatch, by_hand, in_a_thread, x)
+    assert "rms_norm" not in got["calls"]  # torch's mode does not see into the thread...
+    assert "<another thread>" in got["calls"]  # ...but the thread is seen
+    assert not verdict.correct and "forbids" in verdict.message
+
+
+@pytest.mark.parametrize(
+    "cheat",
+    [
+        # the layer norm of [x, -x] is RMSNorm, and so is local response norm with beta 1/2
+        lambda x: helpers_LayerNorm_of_mirror(x),
+        lambda x: torch.nn.functional.local_response_norm(
+            x.reshape(-1, x.shape[-1], 1),
+            2 * x.shape[-1] - 1,
+            alpha=(2 * x.shape[-1] - 1) / x.shape[-1],
+            beta=0.5,
+            k=1e-6,
+        ).reshape(x.shape),
+    ],
+    ids=["course LayerNorm of [x, -x]", "local_response_norm"],
+)
+def test_rmsnorm_by_another_normalization_is_refused(monkeypatch, tmp_path, cheat):
+    def by_hand(x):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+
+    x = torch.randn(3, 8, dtype=torch.float64)
+    torch.testing.assert_close(cheat(x), by_hand(x), rtol=1e-5, atol=1e-6)  # it is the answer
+    got, verdict = _judged("l5_ex4", tmp_path, monkeypatch, by_hand, cheat, x)
+    assert not verdict.correct and "forbids" in verdict.message, got["calls"]
+
+
+def helpers_LayerNorm_of_mirror(x):
+    from helpers import LayerNorm
+
+    d = x.shape[-1]
+    norm = LayerNorm(2 * d, eps=1e-6).double()
+    return norm(torch.cat([x, -x], dim=-1))[..., :d]
+
+
+def test_transformers_is_refused_everywhere(monkeypatch, tmp_path):
+    pytest.importorskip("transformers")
+    from transformers.generation.logits_process import TopPLogitsWarper
+
+    def by_hand(logits):
+        return logits.softmax(-1)
+
+    def borrowed(logits):
+        return TopPLogitsWarper(1.0)(None, logits).softmax(-1)
+
+    logits = torch.randn(2, 9, dtype=torch.float64)
+    got, verdict = _judged("l9_ex3", tmp_path, monkeypatch, by_hand, borrowed, logits)
+    assert any(c.startswith("transformers.") for c in got["calls"])
+    assert not verdict.correct and "transformers." in verdict.message

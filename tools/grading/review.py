@@ -15,6 +15,10 @@ student added) and lists each use of:
 * processes, files and databases: ``subprocess``, ``os.system``, ``os.fork``, ``multiprocessing``,
   ``threading``, ``sqlite3``, ``ctypes``, ``open``, ``exec``/``eval``/``compile``, ``importlib``;
 * the course's own checks and grading: ``helpers.checks``, ``helpers.grading``.
+* what an adversarial review used to hide a call or rewrite a record: other threads
+  (``concurrent``, ``_thread``, ``asyncio``), code objects (``__code__``, ``FunctionType``),
+  ``getprofile``, ``environ`` and the grader's log, ``write_text``, ``atexit``, ``transformers``,
+  torch normalizations (``normalize``, ``local_response_norm``).
 """
 
 from __future__ import annotations
@@ -61,6 +65,24 @@ SUSPICIOUS_NAMES = {
     "compile": "exec/eval",
     "open": "files",
     "register": None,  # only as .events.register
+    # found by an adversarial review: each hid a forbidden call or rewrote the record
+    "concurrent": "threads (concurrent.futures: calls there are not seen)",
+    "_thread": "threads",
+    "asyncio": "threads (asyncio)",
+    "__code__": "code objects (a copy of a function's code)",
+    "FunctionType": "code objects (a copy of a function's code)",
+    "CodeType": "code objects",
+    "co_filename": "code objects",
+    "getprofile": "the interpreter's profiler",
+    "gettrace": "the interpreter's tracer",
+    "environ": "environment variables (the grader's log is named there)",
+    "HELPERS_GRADING_LOG": "the grader's log",
+    "write_text": "files",
+    "write_bytes": "files",
+    "atexit": "exit hooks",
+    "transformers": "a library that holds answers (Hugging Face transformers)",
+    "local_response_norm": "a torch normalization",
+    "normalize": "a torch normalization",
 }
 PATCHED_MODULES = {"torch", "math", "np", "numpy", "helpers", "nn", "F", "checks", "record"}
 

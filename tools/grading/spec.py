@@ -20,8 +20,29 @@ class Spec:
     rtol: float = 1e-4
     atol: float = 1e-5
     forbid: tuple[str, ...] = ()
+    # regular expressions: a recorded call whose name matches one (re.search) is forbidden too
+    forbid_matching: tuple[str, ...] = ()
     same_values: tuple[str, ...] = ()  # module parameters a repair must keep unchanged
 
+
+# Lesson 5's "from the formula" exercises (l5_ex1 layer norm, l5_ex4 RMSNorm): every torch
+# normalization by pattern (a review found each of these computing the answer: the layer norm
+# of [x, -x] is RMSNorm, so are local_response_norm with beta 1/2, aten's
+# _native_batch_norm_legit.no_stats on [x, -x], F.normalize with an extra column), except the
+# vector norms a formula may use (torch.norm, linalg.vector_norm, frobenius_norm: ||x|| / sqrt(d)
+# is an RMS);
+# and the course's own LayerNorm and RMSNorm modules (seen by the profiler)
+_TORCH_NORMS = (
+    r"(?<!vector)(?<!frobenius)(?<!^)_norm(?!s)",
+    r"^normalize",
+    r"^_?native_.*norm",
+    r"norm_legit",
+)
+_COURSE_NORMS = tuple(
+    f"helpers.normalization.{cls}.{method}"
+    for cls in ("LayerNorm", "RMSNorm")
+    for method in ("forward", "__init__")
+)
 
 #: Exercises that differ from the default, by the solution cell's grade_id.
 SPECS: dict[str, Spec] = {
@@ -49,6 +70,8 @@ SPECS: dict[str, Spec] = {
             for prefix in ("", "native_")
             for overload in ("", ".default")
         )
+        + _COURSE_NORMS,
+        forbid_matching=_TORCH_NORMS,
     ),
     # lesson 5 ex. 4, RMSNorm from the formula (C5.8): the same list (checked: nn.RMSNorm,
     # F.rms_norm, torch.rms_norm and aten.rms_norm report "rms_norm"; layer_norm of [x, -x] is
@@ -61,6 +84,8 @@ SPECS: dict[str, Spec] = {
             for overload in ("", ".default")
         )
         + ("helpers.normalization.RMSNorm.forward", "helpers.normalization.RMSNorm.__init__")
+        + _COURSE_NORMS,
+        forbid_matching=_TORCH_NORMS,
     ),
     # lesson 7 ex 1 "use the formulas, not a model": no parameter made (empty), no size read
     # (numel, size, len, .shape/.nbytes are __get__, ...), aten overloads too (checked); the

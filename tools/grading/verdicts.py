@@ -12,10 +12,27 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers.grading import ANOTHER_THREAD, THIRD_PARTY
+
 from .spec import Spec, spec_for
+
+
+def forbidden_calls(calls, spec: Spec) -> list[str]:
+    """The recorded calls the exercise refuses: its ``forbid`` names and ``forbid_matching``
+    patterns; everywhere, a third-party library that holds answers (``helpers.grading``'s
+    THIRD_PARTY, e.g. Hugging Face's transformers); and, where the exercise forbids anything,
+    code run in another thread (where the torch functions it calls cannot be seen)."""
+    calls = set(calls)
+    bad = calls & set(spec.forbid)
+    bad |= {c for c in calls if any(re.search(p, c) for p in spec.forbid_matching)}
+    bad |= {c for c in calls if c.split(".")[0] in THIRD_PARTY}
+    if spec.forbid or spec.forbid_matching:
+        bad |= calls & {ANOTHER_THREAD}
+    return sorted(bad)
 
 
 @dataclass(frozen=True)
@@ -177,7 +194,7 @@ def judge(
             return Verdict(
                 exercise, False, f"hidden case {case + 1}: the answer raised {got['error']}"
             )
-        forbidden = sorted(set(got.get("calls", [])) & set(spec.forbid))
+        forbidden = forbidden_calls(got.get("calls", []), spec)
         if forbidden:
             return Verdict(
                 exercise,
