@@ -3,6 +3,7 @@ the exercise checks, the explorer."""
 
 import math
 import re
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -822,9 +823,17 @@ def test_checks_hold_no_reference_answer():
 
     for name in ("check_encoding", "pair_gaps", "_table_answers", "_table", "_estimated_base"):
         assert not hasattr(checks, name), f"helpers.checks.position.{name} is back"
-    source = inspect.getsource(checks)
-    for helper in ("wavelengths", "rotation_matrix", "angle_rates"):
-        assert helper not in source, f"a check compares with helpers.{helper}, the answer itself"
+    import ast
+
+    # as code (a name, an attribute, an import), not as text: FORBIDDEN names the helpers that
+    # exercises 5 and 6 may not call, as strings, and the docstrings say so
+    tree = ast.parse(inspect.getsource(checks))
+    used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    for helper in ("wavelengths", "rotation_matrix", "angle_rates", "apply_rotary", "alibi_bias",
+                   "alibi_slopes"):  # fmt: skip
+        assert helper not in used, f"a check compares with helpers.{helper}, the answer itself"
 
 
 def _failing_case(message):
@@ -941,7 +950,6 @@ def test_C4_8_half_split_solution_equals_library_after_the_permutation():
 
 def test_check_rotary_half_split_right_answers(capsys):
     checks.check_rotary_half_split(right_rotary_half_split)
-    checks.check_rotary_half_split(_half_split_by_library)
     checks.check_rotary_half_split(lambda x, p: right_rotary_half_split(x.float(), p))  # float32
     checks.check_rotary_half_split(lambda x, p: right_rotary_half_split(x, p).numpy())
     assert "✓ Exercise 5" in capsys.readouterr().out
@@ -955,12 +963,24 @@ def _rate_without_2(x, positions):
     return torch.cat([c * x[:, :half] - s * x[:, half:], s * x[:, :half] + c * x[:, half:]], dim=1)
 
 
+def _interleaved(x, positions):  # pairs (2i, 2i + 1), written out: the layout of lesson 4
+    n, d = x.shape
+    rates = 1.0 / 10000 ** (2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    angles = positions.to(torch.float64)[:, None] * rates[None, :]
+    c, s = torch.cos(angles), torch.sin(angles)
+    out = torch.empty_like(x)
+    out[:, 0::2] = c * x[:, 0::2] - s * x[:, 1::2]
+    out[:, 1::2] = s * x[:, 0::2] + c * x[:, 1::2]
+    return out
+
+
 @pytest.mark.parametrize(
     "fn,match",
     [
         (None, "is None"),
         (lambda x, p: None, "is None"),
-        (lambda x, p: helpers.apply_rotary(x, p), "interleaved layout"),
+        (_interleaved, "interleaved layout"),
+        (lambda x, p: helpers.apply_rotary(x, p), "calls helpers.positional.apply_rotary"),
         (lambda x, p: right_rotary_half_split(x, -p), "turns the wrong way"),
         (_rate_without_2, "not turned by the angle position·w_1"),
         (lambda x, p: x, "not turned by the angle"),
@@ -993,7 +1013,7 @@ def test_C4_8_alibi_exercise_solution_equals_library(n_heads):
 
 def test_check_alibi_bias_right_answers(capsys):
     checks.check_alibi_bias(right_alibi_bias_for)
-    checks.check_alibi_bias(lambda h, n: helpers.alibi_bias(h, n))  # float32
+    checks.check_alibi_bias(lambda h, n: right_alibi_bias_for(h, n).float())  # float32
     checks.check_alibi_bias(lambda h, n: right_alibi_bias_for(h, n).numpy())
     out = capsys.readouterr().out
     assert "✓ Exercise 6" in out and "1/4, 1/16, 1/64, 1/256, 1/2, 1/8" in out
@@ -1050,6 +1070,102 @@ def test_check_alibi_bias_verdict_does_not_show_the_slopes(fn):
         checks.check_alibi_bias(fn)
     message = str(info.value)
     assert not re.search(r"\d\.\d", message), message  # no slope value, only the recipe
+
+
+# ---- the review's holes (l4_ex5, l4_ex6): unit vectors only, the library helpers not refused
+
+
+def _solution_of(grade_id: str):
+    """The notebook's solution cell for ``grade_id``, executed: the function it defines."""
+    import nbformat
+
+    path = Path(__file__).resolve().parent.parent / "notebooks/04_positional_encoding.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    space = {"torch": torch, "math": math}
+    exec(cell.source, space)  # noqa: S102 - the course's own solution cell
+    return next(v for k, v in space.items() if callable(v) and k not in ("torch", "math"))
+
+
+def _one_line_failure(check, fn) -> str:
+    with pytest.raises(ExerciseFailed) as info:
+        check(fn)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+def test_check_rotary_half_split_passes_the_notebooks_solution(capsys):
+    checks.check_rotary_half_split(_solution_of("l4_ex5"))
+    assert capsys.readouterr().out.startswith("✓ Exercise 5")
+
+
+def test_check_rotary_half_split_refuses_x_normalized_first():
+    """f(|x|)·R_p x passed the unit vectors; random rows of other lengths refuse it."""
+    message = _one_line_failure(
+        checks.check_rotary_half_split,
+        lambda x, p: right_rotary_half_split(x / x.norm(dim=1, keepdim=True), p),
+    )
+    assert "came out with length 1" in message and "do not normalize x" in message
+
+
+def test_check_rotary_half_split_refuses_a_length_keeping_answer_that_is_not_linear():
+    """R_p |x| keeps every length and is right on every unit vector e_c (all >= 0), but it is
+    not R_p x: the basis expansion of a random row catches it."""
+    message = _one_line_failure(
+        checks.check_rotary_half_split, lambda x, p: right_rotary_half_split(x.abs(), p)
+    )
+    assert "did not come out as R_p x" in message and "linear" in message
+
+
+@pytest.mark.parametrize(
+    "fn, name",
+    [
+        (_half_split_by_library, "helpers.positional.apply_rotary"),
+        (
+            lambda x, p: (
+                torch.stack(
+                    [helpers.rotation_matrix(int(q), x.shape[1], dtype=torch.float64) for q in p]
+                )
+                @ x[..., None]
+            )[..., 0],
+            "helpers.positional.rotation_matrix",
+        ),
+    ],
+)
+def test_check_rotary_half_split_refuses_the_library_helpers(fn, name):
+    """Right values (the library after a permutation) but the forbidden call: refused, named."""
+    message = _one_line_failure(checks.check_rotary_half_split, fn)
+    assert f"calls {name}" in message and "write it from the formula" in message
+
+
+@pytest.mark.parametrize(
+    "fn, names",
+    [
+        (lambda h, n: helpers.alibi_bias(h, n, dtype=torch.float64), "alibi_bias"),
+        (
+            lambda h, n: (
+                -helpers.positional.alibi_slopes(h)[:, None, None]
+                * (torch.arange(n)[:, None] - torch.arange(n)[None]).abs()
+            ),
+            "alibi_slopes",
+        ),
+    ],
+)
+def test_check_alibi_bias_refuses_the_library_helpers(fn, names):
+    message = _one_line_failure(checks.check_alibi_bias, fn)
+    assert f"helpers.positional.{names}" in message and "write it from the formula" in message
+
+
+def test_check_alibi_bias_passes_the_notebooks_solution(capsys):
+    checks.check_alibi_bias(_solution_of("l4_ex6"))
+    assert capsys.readouterr().out.startswith("✓ Exercise 6")
+
+
+def test_grading_spec_forbids_what_the_visible_checks_refuse():
+    from tools.grading.spec import spec_for
+
+    for ex in ("l4_ex5", "l4_ex6"):
+        assert spec_for(ex).forbid == checks.FORBIDDEN[ex]
 
 
 def test_C4_8_positional_explorer_scheme_changes_the_right_panel():

@@ -1007,6 +1007,67 @@ def test_check_invariances_names_the_mistake(fn, message):
         checks.check_invariances(fn)
 
 
+def _invariances_with(shift, factor):
+    def invariances(norm, d_model):
+        x = torch.randn(4, d_model, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        out = norm(x)
+        same_shift = torch.allclose(norm(x + shift), out, rtol=1e-4, atol=1e-4)
+        same_scale = torch.allclose(norm(factor * x), out, rtol=1e-4, atol=1e-4)
+        return bool(same_shift), bool(same_scale)
+
+    return invariances
+
+
+@pytest.mark.parametrize("factor", [1e-3, 0.01, 0.1])
+def test_check_invariances_refuses_a_factor_so_small_that_eps_decides(factor):
+    """The review's hole: a factor of 1e-3 passed the check (none of its norms had an eps) and
+    scored 0 on the hidden RMSNorm and layer norm. It is refused now, with the reason."""
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_invariances(_invariances_with(2.0, factor))
+    message = str(info.value)
+    assert "\n" not in message and "eps" in message and "so small" in message
+
+
+@pytest.mark.parametrize(
+    "shift, factor", [(2.0, 3.0), (2.0, 0.5), (2.0, 1e3), (1e4, 1e6), (0.5, 2)]
+)
+def test_check_invariances_accepts_modest_and_large_factors(shift, factor, capsys):
+    checks.check_invariances(_invariances_with(shift, factor))
+    assert capsys.readouterr().out.startswith("✓ Exercise 5")
+
+
+def test_check_invariances_verdict_on_the_factor_agrees_with_the_grade():
+    """A factor passes the visible check exactly where it gets the hidden layer norm and RMSNorm
+    right (to 1e-4): the check's norm with an eps flips where the lesson's layer norm does."""
+    from helpers import RMSNorm
+
+    def visible(factor):
+        try:
+            checks.check_invariances(_invariances_with(2.0, factor))
+        except ExerciseFailed:
+            return False
+        return True
+
+    def hidden(factor):
+        answer = _invariances_with(2.0, factor)
+        return answer(LayerNorm(10).double(), 10)[1] and answer(RMSNorm(12).double(), 12)[1]
+
+    for factor in (1e-3, 0.05, 0.2, 0.3, 0.5, 0.7, 2.0, 3.0, 1e4):
+        assert visible(factor) == hidden(factor), factor
+
+
+def test_check_invariances_passes_the_notebooks_solution(capsys):
+    import nbformat
+
+    path = Path(__file__).resolve().parent.parent / "notebooks/05_residuals_and_layer_norm.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "l5_ex5"]
+    space = {"torch": torch}
+    exec(cell.source, space)  # noqa: S102 - the course's own solution cell
+    checks.check_invariances(space["invariances"])
+    assert capsys.readouterr().out.startswith("✓ Exercise 5")
+
+
 def test_hidden_cases_of_exercises_4_and_5():
     """Ex 4: each usual mistake records another value on the hidden cases. Ex 5: the hidden
     normalizations cover all four answers, so no constant answer scores."""

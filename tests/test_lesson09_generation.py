@@ -683,6 +683,50 @@ def test_check_greedy_decode_names_the_problem(answer, expected):
     assert expected in _failure(checks.check_greedy_decode, answer)
 
 
+def _greedy_cat_at_the_end(model, tokens, n):  # the review's answer: raises for n = 0
+    new, seq = [], tokens
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(seq)[:, -1].argmax(-1, keepdim=True)
+            new.append(nxt)
+            seq = torch.cat([seq, nxt], 1)
+    return torch.cat([tokens, torch.cat(new, 1)], 1)
+
+
+def _greedy_at_least_one(model, tokens, n):  # one token even when none is asked for
+    return greedy_right(model, tokens, max(n, 1))
+
+
+def test_check_greedy_decode_asks_for_n_zero():
+    """Both answers are right for n >= 1 and passed the check before its n = 0 case."""
+    for answer in (_greedy_cat_at_the_end, _greedy_at_least_one):
+        for n in (1, 4):
+            tokens = torch.tensor([[1, 2], [3, 4]])
+            model = checks._greedy_model(70)
+            assert torch.equal(answer(model, tokens, n), greedy_right(model, tokens, n))
+    message = _failure(checks.check_greedy_decode, _greedy_cat_at_the_end)
+    assert "\n" not in message and "raised ValueError" in message
+    assert "With n = 0" in message and "prompt unchanged, shape [batch, len] = [2, 4]" in message
+    message = _failure(checks.check_greedy_decode, _greedy_at_least_one)
+    assert "\n" not in message and "returned shape [2, 5]" in message
+    assert "with n = 0 it must return the prompt unchanged" in message
+
+
+def test_check_greedy_decode_passes_the_notebooks_solution_with_its_message(capsys):
+    """The notebook's solution cell passes, and the verdict is the one stored in the notebook."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "notebooks/09_the_full_model.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    by_id = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): c for c in cells}
+    space = {"torch": torch}
+    exec("".join(by_id["l9_ex2"]["source"]), space)  # noqa: S102 - the course's own solution
+    checks.check_greedy_decode(space["greedy_decode"])
+    stored = "".join("".join(o.get("text", "")) for o in by_id["l9_ex2_check"]["outputs"])
+    assert capsys.readouterr().out == stored
+
+
 def test_check_greedy_decode_refuses_sampling():
     message = _failure(checks.check_greedy_decode, _greedy_sampled)
     assert "not the argmax" in message or "second call" in message

@@ -74,25 +74,33 @@ _HINTS = {
 }
 
 
+def call_refusing(ex: str, fn, args: tuple, forbidden: tuple, *, name: str, shown=None):
+    """Call the answer under the grader's profiler (:class:`helpers.grading._CourseCalls`) and
+    refuse it, naming the call, if it called one of the ``forbidden`` course functions (the
+    lists the grader uses: each check module's ``FORBIDDEN``). Lesson 4's checks use it too."""
+    course = _CourseCalls()
+    with course:
+        got = call_described(ex, fn, args, name=name, shown=shown)
+    used = sorted(n for n in course.names if n in forbidden)
+    if used:
+        fail(
+            ex,
+            f"your answer calls {', '.join(used)}, which "
+            f"{'computes' if len(used) == 1 else 'compute'} the answer for you: write it from "
+            "the formula.",
+        )
+    return got
+
+
 def _call(ex: str, fn, args: tuple, name: str, shown: str, forbidden: tuple = ()):
     """Call the answer; refuse it if it called one of the ``forbidden`` course functions."""
-    course = _CourseCalls()
     try:
-        with course:
-            got = call_described(ex, fn, args, name=name, shown=shown)
+        return call_refusing(ex, fn, args, forbidden, name=name, shown=shown)
     except ExerciseFailed as e:
         hint = next((h for key, h in _HINTS.items() if key in e.problem), None)
         if hint is None:
             raise
         fail(ex, f"{e.problem} Hint: {hint}")
-    used = sorted(n for n in course.names if n in forbidden)
-    if used:
-        fail(
-            ex,
-            f"your answer calls {', '.join(used)}, which computes the answer for you: "
-            "write it from the formula.",
-        )
-    return got
 
 
 def _logits(shape, seed: int, dtype=torch.float64) -> torch.Tensor:
@@ -186,11 +194,13 @@ def _greedy_model(seed: int, **options) -> TransformerLM:
 def check_greedy_decode(greedy_decode) -> None:
     """Exercise 2 (C9.2): ``greedy_decode(model, tokens, n)`` returns [batch, len + n] torch.long
     ids, the prompt then n tokens, each the argmax of the logits at the last position of the
-    sequence so far. Tested on two small course models: every new token must be the argmax of
-    the model run on everything before it (computed here from the answer's own output)."""
+    sequence so far. Tested on small course models: every new token must be the argmax of the
+    model run on everything before it (computed here from the answer's own output), and n = 0
+    must give the prompt back unchanged."""
     ex = "Exercise 2 (greedy decoding)"
+    # the last case, n = 0, asks for no new token: the prompt comes back as it is, [B, len]
     cases = ((dict(), 2, 3, 6), (dict(positional="learned"), 1, 4, 5),
-             (dict(positional="rotary"), 3, 2, 7))  # fmt: skip
+             (dict(positional="rotary"), 3, 2, 7), (dict(), 2, 4, 0))  # fmt: skip
     for i, (options, batch, length, n) in enumerate(cases):
         model = _greedy_model(70 + i, **options)
         g = torch.Generator().manual_seed(80 + i)
@@ -198,8 +208,16 @@ def check_greedy_decode(greedy_decode) -> None:
         before = tokens.clone()
         name = f"greedy_decode(model, tokens {list(tokens.shape)}, {n})"
         shown = f"model, tokens {list(tokens.shape)}, {n}"
-        got = _call(ex, greedy_decode, (model, tokens, n), "greedy_decode", shown,
-                    FORBIDDEN["l9_ex2"])  # fmt: skip
+        try:
+            got = _call(ex, greedy_decode, (model, tokens, n), "greedy_decode", shown,
+                        FORBIDDEN["l9_ex2"])  # fmt: skip
+        except ExerciseFailed as e:
+            if n == 0 and "raised" in e.problem:
+                fail(ex, f"{e.problem} With n = 0 there is nothing to generate: return the "
+                     f"prompt unchanged, shape [batch, len] = {[batch, length]} (torch.cat of an "
+                     "empty list of new tokens raises, for one: append to the sequence as you "
+                     "go).")  # fmt: skip
+            raise
         if not torch.equal(tokens, before):
             fail(ex, f"{name} changed the tokens it was given (in place): build a new tensor.")
         if got is None:
@@ -211,6 +229,11 @@ def check_greedy_decode(greedy_decode) -> None:
                  "argmax gives them.")  # fmt: skip
         if got.dtype != torch.long:
             fail(ex, f"{name} returned dtype {got.dtype}: return torch.long ids, as the prompt.")
+        if n == 0 and not (tuple(got.shape) == (batch, length) and torch.equal(got, tokens)):
+            fail(ex, f"{name} returned shape {list(got.shape)}"
+                 + ("" if tuple(got.shape) != (batch, length) else " but other ids")
+                 + f": with n = 0 it must return the prompt unchanged, [batch, len] = "
+                 f"{[batch, length]}.")  # fmt: skip
         if tuple(got.shape) == (batch, n):
             fail(ex, f"{name} returned only the {n} new tokens, shape {list(got.shape)}: return "
                  f"the prompt followed by them, [batch, len + n] = {[batch, length + n]}.")  # fmt: skip

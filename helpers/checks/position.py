@@ -24,6 +24,7 @@ import torch
 from ..positional import LearnedPositionalEmbedding, PositionOutOfRange, sinusoidal_encoding_at
 from ..printing import fmt
 from ._core import as_number, as_tensor, call, fail, passed
+from .generation import call_refusing
 
 __all__ = [
     "check_best_pair",
@@ -32,9 +33,17 @@ __all__ = [
     "check_has_rows",
     "check_rotary_half_split",
     "check_alibi_bias",
+    "FORBIDDEN",
 ]
 
 BASE = 10000.0
+
+#: The course functions exercises 5 and 6 may not call (the grader's lists in
+#: tools/grading/spec.py are these): they compute the answer outright.
+FORBIDDEN = {
+    "l4_ex5": ("helpers.positional.apply_rotary", "helpers.positional.rotation_matrix"),
+    "l4_ex6": ("helpers.positional.alibi_bias", "helpers.positional.alibi_slopes"),
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,7 +386,7 @@ def _rates(d: int) -> torch.Tensor:
 
 def _rotary_output(ex, fn, x, positions, name):
     what = f"{name}(x of shape {list(x.shape)}, positions)"
-    got = call(ex, fn, x.clone(), positions.clone(), name=name)
+    got = call_refusing(ex, fn, (x.clone(), positions.clone()), FORBIDDEN["l4_ex5"], name=name)
     got = as_tensor(ex, got, name=what, shape=tuple(x.shape), layout="[n, d], like x")
     return got.detach().to(torch.float64), what
 
@@ -389,7 +398,10 @@ def check_rotary_half_split(fn) -> None:
 
     Tested by properties: the shape is kept, every row keeps its length, position 0 changes
     nothing, the unit vector on column i (and on column i + d/2) lands where the rotation of
-    pair i sends it, and the score of a query at p and a key at q depends only on p - q."""
+    pair i sends it, a random row x of any length comes out as R_p x (kept length, and the sum
+    of x_c times the answer's own turned unit vectors: a rotation is linear), and the score of
+    a query at p and a key at q depends only on p - q. Calling the course's ``apply_rotary`` or
+    ``rotation_matrix`` is refused (:data:`FORBIDDEN`)."""
     ex = "Exercise 5 (rotary position, half-split layout)"
     name = "rotary_half_split"
     for d, n in ((8, 6), (16, 5), (4, 7)):
@@ -453,6 +465,44 @@ def check_rotary_half_split(fn) -> None:
                 f"{int(positions[j])} is not turned by the angle position·w_{i}, "
                 f"w_i = 1/10000^(2i/d) with d = {d}: check the angle of that pair.",
             )
+    # random rows of other lengths than 1 (float64): the unit vectors above fix the answer on a
+    # basis only, and f(|x|)·R_p x (x normalized first, say) passes them all; R_p x keeps each
+    # length and is linear, R_p x = sum_c x_c R_p e_c, with R_p e_c the answer's own (checked)
+    d, positions = 16, torch.tensor([0, 1, 3, 10, 57])  # [n]: d and positions tried above
+    n = len(positions)
+    g = torch.Generator().manual_seed(5)
+    lengths = torch.tensor([0.05, 0.7, 2.5, 40.0, 3.3], dtype=torch.float64)  # [n]
+    x = torch.randn(n, d, dtype=torch.float64, generator=g)  # [n, d]
+    x = x / x.norm(dim=1, keepdim=True) * lengths[:, None]  # [n, d]: row p has length lengths[p]
+    got, what = _rotary_output(ex, fn, x, positions, name)
+    kept = got.norm(dim=1) / lengths  # [n]: 1 for a rotation
+    if not torch.allclose(kept, torch.ones_like(kept), rtol=0, atol=1e-5):
+        p = int((kept - 1).abs().argmax())
+        normalized = torch.allclose(got.norm(dim=1), torch.ones(n, dtype=torch.float64), atol=1e-5)
+        fail(
+            ex,
+            f"{what}: a random row of length {fmt(lengths[p], 3)} came out with length "
+            f"{fmt(got.norm(dim=1)[p], 3)}: a rotation keeps every vector's length"
+            + (
+                "; every row came out with length 1: do not normalize x, turn x itself."
+                if normalized
+                else ": turn x itself, do not rescale it."
+            ),
+        )
+    eye = torch.eye(d, dtype=torch.float64)  # [d, d]
+    turned = torch.stack(
+        [_rotary_output(ex, fn, eye[c].expand(n, d).clone(), positions, name)[0] for c in range(d)]
+    )  # [d, n, d]: row p of turned[c] is R_p e_c (the answer's own, checked above)
+    linear = torch.einsum("pc,cpj->pj", x, turned)  # [n, d]: sum_c x_c R_p e_c
+    wrong = (got - linear).norm(dim=1) > 1e-5 * lengths  # [n]
+    if wrong.any():
+        p = int(wrong.nonzero()[0])
+        fail(
+            ex,
+            f"{what}: a random row x at position {int(positions[p])} did not come out as R_p x: "
+            "a rotation is linear, R_p x = sum over c of x_c·R_p e_c (each unit vector turned, "
+            "scaled by x_c, added up); the output must depend on x only through that.",
+        )
     # the relative property, on random q and k (a consequence; a last line of defence)
     g = torch.Generator().manual_seed(0)
     d = 16
@@ -485,7 +535,7 @@ def _alibi_slopes_of(ex, fn, n_heads: int, n: int = 5) -> torch.Tensor:
     """The student's bias for (n_heads, n), checked to be -m_h |p - q|; returns the m_h."""
     name = "alibi_bias_for"
     what = f"{name}({n_heads}, {n})"
-    got = call(ex, fn, n_heads, n, name=name)
+    got = call_refusing(ex, fn, (n_heads, n), FORBIDDEN["l4_ex6"], name=name)
     got = as_tensor(ex, got, name=what, shape=(n_heads, n, n), layout="[n_heads, n, n]")
     b = got.detach().to(torch.float64)
     idx = torch.arange(n)
@@ -513,7 +563,8 @@ def check_alibi_bias(fn) -> None:
     ``-m_h |p - q|``. Tested by properties: the shape, a zero diagonal, symmetry, a straight line
     in the distance; for a power of two, slopes ``m_h = 2^(-8h/n_heads)`` (the geometric sequence
     of the paper); for any other count, the paper's recipe read against the student's own answers:
-    the slopes of the closest power of two N below, then every other slope of 2N heads."""
+    the slopes of the closest power of two N below, then every other slope of 2N heads. Calling
+    the course's ``alibi_bias`` or ``alibi_slopes`` is refused (:data:`FORBIDDEN`)."""
     ex = "Exercise 6 (ALiBi's bias for any number of heads)"
     for h in (1, 2, 4, 8, 16):
         m = _alibi_slopes_of(ex, fn, h)

@@ -380,6 +380,16 @@ def _range_scaled(x):
     return c / c.abs().amax(dim=-1, keepdim=True)
 
 
+#: eps of the check's own normalization with an eps: with it, the factors that pass here (from
+#: about 0.4 up) are those that find the lesson's layer norm (eps 1e-5 on the variance)
+#: invariant to 1e-4
+_EPS = 1e-4
+
+
+def _max_scaled(x):
+    return x / torch.sqrt(x.pow(2).amax(dim=-1, keepdim=True) + _EPS)
+
+
 #: The check's own normalizations (none of them is the exercise's question), with what each one
 #: ignores by construction: (a constant added to every feature, a positive factor).
 _OWN_NORMS = (
@@ -388,6 +398,10 @@ _OWN_NORMS = (
     ("tanh(x)", torch.tanh, (False, False), "tanh changes with both"),
     ("(x - mean) / max|x - mean|", _range_scaled, (True, True), "the constant is subtracted and "
      "the factor cancels"),
+    # with an eps, as the lesson's norms have: a positive factor cancels as long as eps is small
+    # next to factor²·max(x²) (a factor from about 0.4 up); a tiny factor measures eps instead
+    (f"x / sqrt(max(x²) + eps), eps = {_EPS:g},", _max_scaled, (False, True), "a positive "
+     "factor cancels, up to eps, which is far below max(x²) here"),
 )  # fmt: skip
 
 
@@ -411,7 +425,8 @@ def check_invariances(invariances) -> None:
     """Exercise 5 (predict, then verify): ``invariances(norm, d_model)`` returns a pair of bools,
     whether ``norm`` gives the same output (to 1e-4) after a constant is added to every feature
     of each token, and after each token is multiplied by a positive number, found by trying it.
-    Tried on normalizations of the check's own (not layer norm or RMSNorm), on two widths."""
+    Tried on normalizations of the check's own (not layer norm or RMSNorm), on two widths; one of
+    them has an eps, so that a factor so small that eps decides (1e-3) is refused."""
     ex = "Exercise 5 (invariances)"
     with torch.random.fork_rng(devices=[]):  # the caller's random stream is left as it was
         torch.manual_seed(8)
@@ -423,9 +438,17 @@ def check_invariances(invariances) -> None:
                 ):
                     if got[i] != truth[i]:
                         verdict = "does not change" if truth[i] else "changes"
+                        if norm is _max_scaled and i == 1:  # x / ||x|| above passed
+                            fail(ex, f"for {what} your answer says multiplying by a positive "
+                                     f"number changes the output, but it does not ({why}): your "
+                                     f"factor is probably so small (1e-3, say) that eps is no "
+                                     f"longer small next to factor²·max(x²), and then eps, not "
+                                     f"the normalization, decides; the property is about a "
+                                     f"modest factor such as 2 or 3 (or a large one), where eps "
+                                     f"does not matter.")  # fmt: skip
                         fail(ex, f"for {what} your answer says {change} "
                                  f"{'does not change' if got[i] else 'changes'} the output, but it "
                                  f"{verdict} it ({why}): compare norm(x) with norm of the changed "
                                  f"x on random x, with a modest constant and factor.")  # fmt: skip
-    passed(ex, "your function found what each of four normalizations ignores, on two widths "
+    passed(ex, "your function found what each of five normalizations ignores, on two widths "
                "(graded on hidden cases: other normalizations, among them the lesson's)")  # fmt: skip
