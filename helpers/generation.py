@@ -196,6 +196,7 @@ def generate(
     temperature: float = 1.0,
     top_k: int | None = None,
     generator: torch.Generator | None = None,
+    context: int | None = None,
 ) -> torch.Tensor:
     """Lesson 9 (C9.2). Continue ``tokens`` [batch, n] (integer ids, n >= 1) by
     ``max_new_tokens`` tokens; returns the ids [batch, n + max_new_tokens] (torch.long), the
@@ -212,8 +213,12 @@ def generate(
     ``max_len`` tokens (the table has no row beyond; a prompt longer than ``max_len`` is refused).
     With the other schemes (sinusoidal, rotary, ALiBi, none) nothing limits the length and the
     whole sequence is fed, also past the length the model was trained at (C4.7 and C9.3 measure
-    what that costs). The model runs in eval mode under ``torch.no_grad()`` on one CPU thread,
-    and its mode and torch's thread count are restored afterwards.
+    what that costs). ``context`` (a whole number >= 1) feeds at most the last ``context``
+    tokens instead, a sliding window recomputed at every step once the text is longer: give the
+    length the model was trained at to keep it where it learned (for a learned table at most
+    ``max_len``; a prompt longer than ``context`` is cut to its last ``context`` tokens). The
+    model runs in eval mode under ``torch.no_grad()`` on one CPU thread, and its mode and torch's
+    thread count are restored afterwards.
     """
     model = _check_model(model)
     vocab_size = model.config.vocab_size
@@ -229,7 +234,15 @@ def generate(
     generator = _generator(generator)
     limit = context_length(model)
     n = tokens.shape[1]
-    if limit is not None and n > limit:
+    if context is not None:
+        context = check.positive_int("context", context)
+        if limit is not None and context > limit:
+            raise ValueError(
+                f"context must be at most this model's learned position table's max_len="
+                f"{limit}, got {context}"
+            )
+        limit = context
+    elif limit is not None and n > limit:
         raise ValueError(
             f"tokens has {n} positions but this model's learned position table has max_len="
             f"{limit} rows: give a prompt of at most {limit} tokens (for example tokens[:, "
@@ -243,7 +256,8 @@ def generate(
     try:  # one thread: faster for these small products, and the same sums on any machine
         with torch.no_grad(), _one_thread():
             caches = [[] for _ in model.blocks]
-            logits = _cached_logits(model, out, caches, 0)  # the prompt, once
+            start = 0 if limit is None else max(0, n - limit)  # a prompt cut to the window
+            logits = _cached_logits(model, out[:, start:], caches, 0)  # the prompt, once
             new = []
             for step in range(max_new_tokens):
                 probs = next_token_probs(logits, temperature, top_k)  # [B, V] float64
@@ -254,10 +268,10 @@ def generate(
                 new.append(token)
                 if step == max_new_tokens - 1:
                     break
-                length = n + len(new)
-                if limit is None or length <= limit:
+                length = n - start + len(new)  # what the cache holds, plus the new token
+                if start == 0 and (limit is None or length <= limit):
                     logits = _cached_logits(model, token, caches, length - 1)
-                else:  # a learned table: the window of the last max_len tokens, recomputed
+                else:  # the window of the last `limit` tokens, recomputed
                     window = torch.cat([out, *new], dim=1)[:, -limit:]
                     logits = model(window)[:, -1]  # [B, V]
             return torch.cat([out, *new], dim=1)
@@ -273,10 +287,11 @@ def generate_text(
     temperature: float = 1.0,
     top_k: int | None = None,
     generator: torch.Generator | None = None,
+    context: int | None = None,
 ) -> str:
     """Lesson 9 (C9.2). ``prompt`` followed by ``max_new_tokens`` generated characters (a str):
     the prompt is encoded with ``tokenizer`` (a :class:`~helpers.training.CharTokenizer`), the
-    ids continued by :func:`generate` and decoded. A prompt with characters the tokenizer does
+    ids continued by :func:`generate` (``context`` as there) and decoded. A prompt with characters the tokenizer does
     not know raises a ValueError that names them."""
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
@@ -298,5 +313,5 @@ def generate_text(
         ids = tokenizer.encode(prompt)  # [n]
     except ValueError as e:  # unknown characters: the tokenizer's message names them
         raise ValueError(f"prompt {prompt[:40]!r}: {e}") from None
-    out = generate(model, ids[None], max_new_tokens, temperature, top_k, generator)
+    out = generate(model, ids[None], max_new_tokens, temperature, top_k, generator, context)
     return tokenizer.decode(out[0])

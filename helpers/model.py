@@ -270,14 +270,16 @@ class TransformerLM(nn.Module):
         temperature: float = 1.0,
         top_k: int | None = None,
         generator: torch.Generator | None = None,
+        context: int | None = None,
     ) -> torch.Tensor:
         """Lesson 9 (C9.2). tokens [batch, n] -> ids [batch, n + max_new_tokens]: each new token
         drawn from softmax(logits / temperature) of the last position (temperature 0: greedy,
         the argmax; ``top_k``: only the k largest logits; ``generator``: a seeded
-        ``torch.Generator`` for reproducible text). See :func:`helpers.generation.generate`."""
+        ``torch.Generator`` for reproducible text; ``context``: feed at most the last ``context``
+        tokens). See :func:`helpers.generation.generate`."""
         from .generation import generate  # helpers.generation needs this module's class
 
-        return generate(self, tokens, max_new_tokens, temperature, top_k, generator)
+        return generate(self, tokens, max_new_tokens, temperature, top_k, generator, context)
 
     def extra_repr(self) -> str:
         config = asdict(self.config)

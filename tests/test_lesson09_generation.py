@@ -862,3 +862,34 @@ def test_C9_2_grader_sees_the_library_calls_the_checks_refuse(tmp_path, monkeypa
     forbid = set(spec_for("l9_ex2").forbid)
     assert a & forbid and b & forbid and not c & forbid
     assert d & set(spec_for("l9_ex1").forbid)
+
+
+# ---- context: a sliding window of the last `context` tokens --------------------------------------
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "rotary", "learned"])
+def test_C9_2_context_feeds_only_the_last_context_tokens(positional):
+    from helpers import TransformerLM
+
+    torch.manual_seed(3)
+    model = TransformerLM(11, 16, 2, 2, max_len=8, positional=positional).double()
+    prompt = torch.randint(0, 11, (2, 10 if positional != "learned" else 6))
+    out = model.generate(prompt, 9, temperature=0.0, context=5)
+    assert out.shape == (2, prompt.shape[1] + 9) and torch.equal(out[:, : prompt.shape[1]], prompt)
+    with torch.no_grad():
+        for t in range(prompt.shape[1], out.shape[1]):  # every new token: argmax of the window
+            window = out[:, max(0, t - 5) : t]
+            assert torch.equal(out[:, t], model(window)[:, -1].argmax(-1))
+
+
+def test_context_bad_arguments():
+    from helpers import TransformerLM
+
+    model = TransformerLM(11, 16, 1, 2, max_len=8, positional="learned")
+    prompt = torch.zeros(1, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match="context must be at most .* max_len=8"):
+        model.generate(prompt, 2, context=9)
+    with pytest.raises(ValueError, match="context"):
+        model.generate(prompt, 2, context=0)
+    with pytest.raises(TypeError, match="context"):
+        model.generate(prompt, 2, context=2.5)

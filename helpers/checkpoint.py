@@ -1,0 +1,116 @@
+"""Lesson 9: a longer training run that ships with the course (``helpers/data/lesson9_model.pt``).
+
+The lesson trains its own model live for 250 steps (C9.1), enough to beat the baselines but not
+to spell. ``tools/train_lesson9_model.py`` trains a larger model with the same code for longer;
+its weights (float32), settings and measured held-out losses are saved here, and
+:func:`load_checkpoint` rebuilds it (in float64, so what the lesson computes from it is the same
+on every machine) with the tokenizer of the text it was trained on.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import torch
+
+from .model import TransformerLM
+from .reproducible import default_dtype
+from .training import CharTokenizer, load_text
+
+__all__ = [
+    "CHECKPOINT_CONFIG",
+    "CHECKPOINT_PATH",
+    "Checkpoint",
+    "save_checkpoint",
+    "load_checkpoint",
+]
+
+#: The settings of the shipped run (fields of :class:`helpers.pretrain.PretrainConfig`): float32
+#: and a larger model than the lesson's, to train in about 10 minutes on one core.
+CHECKPOINT_CONFIG = dict(
+    d_model=96, n_layers=3, n_heads=4, block_size=96, batch_size=32, lr=3e-3, seed=0,
+    eval_every=250, dtype=torch.float32,
+)  # fmt: skip
+CHECKPOINT_PATH = Path(__file__).resolve().parent / "data" / "lesson9_model.pt"
+_MODEL_KEYS = ("positional", "norm", "activation", "tie_weights")
+
+
+@dataclass
+class Checkpoint:
+    """Lesson 9. The shipped run: ``model`` (float64, eval mode), its ``tokenizer``, the
+    ``settings`` it was trained with, the ``steps`` it ran, and the held-out losses it measured
+    while training (``val_steps``, ``val_losses``) and the seconds it took."""
+
+    model: TransformerLM
+    tokenizer: CharTokenizer
+    settings: dict
+    steps: int
+    val_steps: list[int]
+    val_losses: list[float]
+    seconds: float
+
+
+def save_checkpoint(run, path: Path = CHECKPOINT_PATH) -> None:
+    """Lesson 9. Save a :class:`helpers.pretrain.Pretraining` run trained on the whole text:
+    its weights in float32 (half the size; exactly what a float32 run trained), its settings and
+    its measured losses."""
+    from .pretrain import Pretraining
+
+    if not isinstance(run, Pretraining):
+        raise TypeError(f"run must be a helpers.pretrain.Pretraining, got {type(run).__name__}")
+    c = run.config
+    settings = {k: getattr(c, k) for k in ("d_model", "n_layers", "n_heads", "block_size")}
+    settings |= {k: getattr(c, k) for k in _MODEL_KEYS}
+    settings |= {"batch_size": c.batch_size, "lr": c.lr, "seed": c.seed, "dtype": str(c.dtype)}
+    state = {k: v.detach().to(torch.float32).clone() for k, v in run.model.state_dict().items()}
+    buffer = io.BytesIO()
+    torch.save(
+        {
+            "state_dict": state,
+            "settings": settings,
+            "vocab": "".join(run.tokenizer.chars),
+            "steps": run.step,
+            "val_steps": list(run.result.val_steps),
+            "val_losses": [float(x) for x in run.result.val_losses],
+            "seconds": float(run.seconds),
+            "torch": str(torch.__version__),
+        },
+        buffer,
+    )
+    Path(path).write_bytes(buffer.getvalue())
+
+
+def load_checkpoint(path: Path | str | None = None) -> Checkpoint:
+    """Lesson 9. The shipped run (or the file ``path`` :func:`save_checkpoint` wrote), rebuilt
+    as a float64 :class:`TransformerLM` in eval mode, with the :class:`CharTokenizer` of
+    ``load_text("tiny_shakespeare_full")``."""
+    if path is None:
+        data = resources.files("helpers").joinpath("data", "lesson9_model.pt").read_bytes()
+    elif isinstance(path, str | Path):
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"path must name a file save_checkpoint wrote, got {path}")
+        data = Path(path).read_bytes()
+    else:
+        raise TypeError(f"path must be a file path or None, got {type(path).__name__}")
+    saved = torch.load(io.BytesIO(data), weights_only=True)
+    tokenizer = CharTokenizer(load_text("tiny_shakespeare_full"))
+    if "".join(tokenizer.chars) != saved["vocab"]:
+        raise RuntimeError(
+            "helpers/data/lesson9_model.pt was trained on other characters than the shipped "
+            "text has: rerun tools/train_lesson9_model.py"
+        )
+    s = saved["settings"]
+    with default_dtype(torch.float64):
+        model = TransformerLM(
+            tokenizer.vocab_size, s["d_model"], s["n_layers"], s["n_heads"],
+            max_len=s["block_size"], **{k: s[k] for k in _MODEL_KEYS},
+        )  # fmt: skip
+    model.load_state_dict({k: v.to(torch.float64) for k, v in saved["state_dict"].items()})
+    model.eval()
+    return Checkpoint(
+        model, tokenizer, s, saved["steps"], saved["val_steps"], saved["val_losses"],
+        saved["seconds"],
+    )  # fmt: skip
