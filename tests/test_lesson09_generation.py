@@ -406,7 +406,7 @@ def test_C9_2_explorer_shows_the_text_and_the_distribution_and_updates_in_place(
         text = explorer.state["text"]
         assert len(text) == 3 + N_NEW and text.startswith("abc")
         same = generate_text(
-            model, tokenizer, "abc", N_NEW, generator=torch.Generator().manual_seed(0)
+            model, tokenizer, "abc", N_NEW, generator=torch.Generator().manual_seed(0), context=16
         )
         assert text == same and text[3:] in explorer.info.value
         with torch.no_grad():
@@ -436,7 +436,7 @@ def test_C9_2_explorer_shows_the_text_and_the_distribution_and_updates_in_place(
         assert all(b.get_facecolor() == to_rgba(KEPT) for b in bars)  # 0 = off: all kept
         explorer.controls["temperature"].value = 0.0
         assert sorted(b.get_height() for b in bars)[-1] == 1.0  # greedy: one-hot
-        greedy = generate_text(model, tokenizer, "abc", N_NEW, temperature=0)
+        greedy = generate_text(model, tokenizer, "abc", N_NEW, temperature=0, context=16)
         assert explorer.state["text"] == greedy
         old = explorer.state["text"]
         explorer.controls["temperature"].value = 1.0
@@ -500,22 +500,69 @@ def test_explorer_keeps_one_figure_over_many_updates():
         explorer.close()
 
 
-@pytest.mark.slow  # builds the 0.8 M-parameter default model and writes 200 characters
-def test_explorer_default_is_an_untrained_model_over_the_full_text_and_says_so():
+def test_C9_2_explorer_writes_from_the_last_max_len_characters():
+    # a sinusoidal model is fed at most max_len characters (the length it was trained at), the
+    # sliding window of generate(context=max_len); without it the text would differ
+    from helpers.widgets import generation_explorer
+    from helpers.widgets.generation import N_NEW
+
+    model, tokenizer = _explorer_model()  # sinusoidal, max_len 16
+    prompt = "abcdefghij klmnop:\nabc"  # 22 characters: longer than the window
+    explorer = generation_explorer(model, tokenizer, prompt=prompt)
+    try:
+        g = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+        windowed = generate_text(model, tokenizer, prompt, N_NEW, generator=g(), context=16)
+        whole = generate_text(model, tokenizer, prompt, N_NEW, generator=g())
+        assert explorer.state["text"] == windowed and windowed != whole
+        with torch.no_grad():  # the bars: the prompt's last 16 characters
+            logits = model(tokenizer.encode(prompt)[None, -16:])[0, -1]
+        heights = sorted((b.get_height() for b in _bars(explorer)[1]), reverse=True)
+        assert heights == pytest.approx(
+            sorted(next_token_probs(logits).tolist(), reverse=True)[:20]
+        )
+    finally:
+        explorer.close()
+
+
+@pytest.mark.slow  # loads the shipped run and writes 200 characters with it (about 2 s)
+def test_explorer_default_is_the_shipped_longer_run_and_says_so():
+    from helpers.checkpoint import load_checkpoint
     from helpers.training import load_text
     from helpers.widgets import generation_explorer
+    from helpers.widgets.generation import DEFAULT_PROMPT, N_NEW
 
     explorer = generation_explorer()
     try:
+        ck = load_checkpoint()
         assert explorer.tokenizer.vocab_size == len(set(load_text("tiny_shakespeare_full")))
+        assert explorer.tokenizer.chars == ck.tokenizer.chars
         config = explorer.model.config
-        assert (config.d_model, config.n_layers, config.max_len) == (128, 4, 128)
-        assert explorer.model.token_embedding.weight.dtype == torch.float64
-        assert "untrained" in explorer.info.value and "trained model" in explorer.info.value
-        assert len(explorer.state["text"]) == len("First Citizen:") + 200
+        assert (config.d_model, config.n_layers, config.max_len) == (96, 3, 96)
+        assert not explorer.model.training
+        writer = explorer.writer  # the float32 copy that writes: the weights as trained
+        for name, w in writer.state_dict().items():
+            assert w.dtype == torch.float32 and torch.equal(w, ck.model.state_dict()[name].float())
+        for name, w in explorer.model.state_dict().items():  # the shipped weights, float64
+            assert w.dtype == torch.float64 and torch.equal(w, ck.model.state_dict()[name])
+        info = explorer.info.value
+        assert "untrained" not in info and "longer run" in info and "2,000 steps" in info
+        text = generate_text(
+            ck.model, ck.tokenizer, DEFAULT_PROMPT, N_NEW,
+            generator=torch.Generator().manual_seed(0), context=96,
+        )  # fmt: skip
+        assert explorer.state["text"] == text and len(text) == len(DEFAULT_PROMPT) + N_NEW
         assert plt.get_fignums() == []
     finally:
         explorer.close()
+
+
+def test_explorer_default_model_is_the_checkpoint():
+    from helpers.checkpoint import Checkpoint
+    from helpers.widgets.generation import default_model
+
+    ck = default_model()
+    assert isinstance(ck, Checkpoint) and ck.steps == 2000
+    assert ck.model.config.max_len == ck.settings["block_size"] == 96
 
 
 def test_explorer_bad_arguments():

@@ -2,13 +2,15 @@
 text and the next-token distribution after the prompt, the tokens top-k keeps shaded.
 
 Each update generates :data:`N_NEW` characters with :func:`helpers.generation.generate_text`
-(seeded: the same settings give the same text) and redraws the bars of the :data:`N_BARS` most
+(seeded: the same settings give the same text; ``context=max_len``, a sliding window of the
+length the model was trained at) and redraws the bars of the :data:`N_BARS` most
 likely next characters in place (``set_height``, ``set_color``, the tick labels): one figure for
 the explorer's life, never one per update.
 """
 
 from __future__ import annotations
 
+import copy
 import html
 
 import ipywidgets as widgets
@@ -23,20 +25,16 @@ __all__ = ["generation_explorer", "default_model", "N_NEW", "N_BARS", "DEFAULT_P
 N_NEW = 200  # characters generated per update
 N_BARS = 20  # the most likely next characters shown
 DEFAULT_PROMPT = "First Citizen:"
-#: The untrained model shown when none is given: the sizes the explorer is timed at.
-DEFAULT_SIZES = dict(d_model=128, n_layers=4, n_heads=4, max_len=128)
 
 
-def default_model(tokenizer, seed: int = 0):
-    """An untrained course :class:`~helpers.TransformerLM` (coherent defaults, sinusoidal
-    position) over ``tokenizer``'s characters, :data:`DEFAULT_SIZES`, drawn in float64 under
-    ``seed`` (the global random state is left as it was)."""
-    from ..model import TransformerLM
-    from ..training import default_dtype
+def default_model():
+    """What is shown when no model is given: the course's longer run, the
+    :class:`~helpers.checkpoint.Checkpoint` of :func:`helpers.checkpoint.load_checkpoint`
+    (``helpers/data/lesson9_model.pt``: d_model 96, 3 layers, context 96, 2,000 steps; its
+    ``model`` float64 in eval mode, its ``tokenizer``)."""
+    from ..checkpoint import load_checkpoint
 
-    with torch.random.fork_rng(), default_dtype(torch.float64):
-        torch.manual_seed(seed)
-        return TransformerLM(tokenizer.vocab_size, **DEFAULT_SIZES).eval()
+    return load_checkpoint()
 
 
 def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT) -> Explorer:
@@ -48,26 +46,39 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
     and the next-character distribution after the prompt, softmax(logits / T), as bars over the
     :data:`N_BARS` most likely characters, those top-k keeps in blue, the dropped ones grey.
 
-    ``model``: a trained :class:`~helpers.TransformerLM`; None builds an untrained one
-    (:func:`default_model`, random weights: its text is random characters; pass the trained
-    model for real text). ``tokenizer``: the :class:`~helpers.training.CharTokenizer` the model
-    was trained with; None builds the one of ``load_text("tiny_shakespeare_full")`` (65
-    characters). A prompt the tokenizer cannot encode (or an empty one) is reported in the
-    explorer, not raised.
+    Each character is drawn from at most the last ``model.config.max_len`` characters (the
+    length the model was trained at: ``generate_text(..., context=max_len)``, a sliding window),
+    so the text stays where the model learned; the bars too are computed from the prompt's last
+    ``max_len`` characters. The text is written by a float32 copy of ``model`` taken when the
+    explorer is made (``explorer.writer``): the window recomputes up to ``max_len`` positions per
+    character, and float32 keeps an update near a second (the shipped weights are float32, as
+    trained; for the shipped run the copy wrote the same text as the float64 model in the
+    tests). The bars come from ``model`` itself.
+
+    ``model``: a trained :class:`~helpers.TransformerLM`; None loads the course's longer run
+    (:func:`default_model`, :func:`helpers.checkpoint.load_checkpoint`: d_model 96, 3 layers,
+    context 96, trained 2,000 steps on the training 90% of tiny-shakespeare) and, unless given, its
+    tokenizer. ``tokenizer``: the :class:`~helpers.training.CharTokenizer` the model was trained
+    with; None builds the one of ``load_text("tiny_shakespeare_full")`` (65 characters). A
+    prompt the tokenizer cannot encode (or an empty one) is reported in the explorer, not
+    raised.
     """
     from ..training import CharTokenizer, load_text
 
-    if tokenizer is None:
-        tokenizer = CharTokenizer(load_text("tiny_shakespeare_full"))
-    elif not isinstance(tokenizer, CharTokenizer):
+    if tokenizer is not None and not isinstance(tokenizer, CharTokenizer):
         raise TypeError(
             f"tokenizer must be a helpers.training.CharTokenizer or None, got "
             f"{type(tokenizer).__name__}"
         )
-    untrained = model is None
-    if untrained:
-        model = default_model(tokenizer)
+    shipped = default_model() if model is None else None
+    if shipped is not None:
+        model = shipped.model
+        tokenizer = shipped.tokenizer if tokenizer is None else tokenizer
+    elif tokenizer is None:
+        tokenizer = CharTokenizer(load_text("tiny_shakespeare_full"))
     model = _check_model(model)
+    context = model.config.max_len  # the length it was trained at
+    writer = copy.deepcopy(model).to(torch.float32).eval()  # writes the text: float32 is faster
     vocab = model.config.vocab_size
     if tokenizer.vocab_size != vocab:
         raise ValueError(
@@ -110,19 +121,19 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
     state = {"text": "", "ids": None, "probs": None}
     logits_cache: dict[str, torch.Tensor] = {}
     note = (
-        "<i>An untrained model (random weights, seed 0): its text is random characters. Pass "
-        "the trained model, <code>generation_explorer(model, tokenizer)</code>, for real "
-        "text.</i><br>"
-        if untrained
+        f"<i>The course's longer run (<code>helpers.checkpoint.load_checkpoint()</code>: "
+        f"d_model {model.config.d_model}, {model.config.n_layers} layers, trained "
+        f"{shipped.steps:,} steps at a context of {context} characters; each character is "
+        f"written from the last {context}). Pass your own model, "
+        f"<code>generation_explorer(model, tokenizer)</code>, to see what it writes.</i><br>"
+        if shipped is not None
         else ""
     )
 
     def last_logits(text: str) -> torch.Tensor:
         if text not in logits_cache:
             logits_cache.clear()  # one prompt at a time
-            ids = tokenizer.encode(text)[None]  # [1, n]
-            limit = model.config.max_len if model.config.positional == "learned" else None
-            ids = ids if limit is None else ids[:, -limit:]
+            ids = tokenizer.encode(text)[None, -context:]  # [1, <= max_len]: generate's window
             was_training = model.training
             model.eval()
             try:
@@ -138,8 +149,8 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
             if not prompt:
                 raise ValueError("the prompt is empty: type at least one character")
             text = generate_text(
-                model, tokenizer, prompt, N_NEW, temperature, k,
-                generator=torch.Generator().manual_seed(int(seed)),
+                writer, tokenizer, prompt, N_NEW, temperature, k,
+                generator=torch.Generator().manual_seed(int(seed)), context=context,
             )  # fmt: skip
             logits = last_logits(prompt)
         except ValueError as e:
@@ -161,6 +172,6 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
 
     explorer = Explorer("Lesson 9: the model writes", controls, fig, update)
     explorer.state = state  # the last text, bars' ids and probabilities (tests read them)
-    explorer.model, explorer.tokenizer = model, tokenizer
+    explorer.model, explorer.tokenizer, explorer.writer = model, tokenizer, writer
     fig.set_layout_engine("none")  # keep the first layout: an update only redraws
     return explorer
