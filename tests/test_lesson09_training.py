@@ -16,19 +16,15 @@ import torch
 
 matplotlib.use("Agg")
 
+from helpers.plots.pretrain import plot_losses, plot_side_by_side  # noqa: E402
 from helpers.pretrain import (  # noqa: E402
-    FACTORS,
     LESSON_CONFIG,
     Corpus,
-    GridRun,
     PretrainConfig,
     Pretraining,
-    SideBySide,
-    plot_losses,
-    plot_side_by_side,
     pretrain,
-    side_by_side,
 )
+from helpers.side_by_side import FACTORS, GridRun, SideBySide, side_by_side  # noqa: E402
 from helpers.training import load_text, train_char_model  # noqa: E402
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, block_size=16, batch_size=4, lr=5e-3, eval_every=4)
@@ -215,17 +211,17 @@ def test_progress_widget_updates_at_most_four_times_a_second(corpus, monkeypatch
     # count the updates of a second run
     shown.clear()
     run2 = Pretraining(corpus, **TINY)
-    import helpers.pretrain as pretrain_module
+    import helpers.progress as progress_module
 
-    real = pretrain_module._WidgetProgress._show
+    real = progress_module._WidgetProgress._show
 
     def counting(self, *args, **kwargs):
         values.append(1)
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(pretrain_module._WidgetProgress, "_show", counting)
+    monkeypatch.setattr(progress_module._WidgetProgress, "_show", counting)
     run2.train(40, "widget")
-    assert len(values) <= run2.seconds / pretrain_module._WidgetProgress.INTERVAL_S + 2
+    assert len(values) <= run2.seconds / progress_module._WidgetProgress.INTERVAL_S + 2
 
 
 def test_progress_text_and_none(corpus, capsys):

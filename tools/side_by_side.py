@@ -7,7 +7,7 @@ One factor at a time from the course's default model (sinusoidal position, pre-n
 GELU): position (sinusoidal / learned / rotary, also measured at twice the training length),
 norm placement (pre / post), tying (tied / untied), activation (GELU / ReLU / SwiGLU). Every
 model has the same size, steps, batches and held-out text; each seed sets the initial weights
-and the batches (``helpers.pretrain.side_by_side``). The notebook of lesson 9 runs a small grid
+and the batches (``helpers.side_by_side.side_by_side``). The notebook of lesson 9 runs a small grid
 (tiny models, a few steps); this is the bigger one: the lesson's own model size and more seeds.
 
 Writes a Markdown table (``--out``, default ``docs/SIDE_BY_SIDE.md``) and the held-out curves
@@ -25,7 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # helpers, when run from a checkout without installing
 
-from helpers.pretrain import LESSON_CONFIG, Corpus, plot_side_by_side, side_by_side  # noqa: E402
+from helpers.plots.pretrain import plot_side_by_side  # noqa: E402
+from helpers.pretrain import LESSON_CONFIG, Corpus  # noqa: E402
+from helpers.side_by_side import side_by_side  # noqa: E402
 
 LITERATURE = """\
 What the literature reports, at much larger scale (compare with the table; at this size the
