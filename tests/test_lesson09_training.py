@@ -133,8 +133,13 @@ def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(corpus, how
     partial = Pretraining(corpus, **TINY).train(6, "none")  # the state after 6 completed steps
     run = Pretraining(corpus, **TINY)
     undo = _interrupt_at(run, 7, how)
-    with pytest.raises(KeyboardInterrupt):
-        run.train(12, "none")
+    # Python's own SIGINT handler, as in a kernel (pytest-xdist's workers ignore SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run.train(12, "none")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     undo()
     _same_state(run, partial, curves=False)  # consistent at its last completed step
     assert run.result.val_steps == [0, 4]
