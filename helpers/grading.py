@@ -123,10 +123,23 @@ THIRD_PARTY = ("transformers",)
 ANOTHER_THREAD = "<another thread>"
 
 
+_CODES_CACHE: dict = {}  # {the loaded course modules' names: their code map}
+
+
 def _course_codes() -> dict:
     """Every code object of the course's modules (functions, methods, nested code), by code:
     code objects compare by their contents (bytecode, constants, names), not by file name, so a
-    copy of a helper's code under another file or module name is still recognised as it."""
+    copy of a helper's code under another file or module name is still recognised as it.
+    Built once for each set of loaded course modules (every record and every refusing check
+    asks for it), again when another course module has been imported."""
+    loaded = tuple(sorted(m for m in sys.modules if m.startswith("helpers.")))
+    if loaded not in _CODES_CACHE:
+        _CODES_CACHE.clear()
+        _CODES_CACHE[loaded] = _walk_course_codes()
+    return _CODES_CACHE[loaded]
+
+
+def _walk_course_codes() -> dict:
     codes: dict = {}
 
     def add(code, name):
@@ -176,7 +189,7 @@ class _CourseCalls:
         self.names: set[str] = set()
         self._previous = None
         self._codes = _course_codes()
-        self._own = _own_codes()
+        self._own = _OWN_CODES
 
     def _profile(self, frame, event, arg):
         if event != "call":
@@ -231,3 +244,6 @@ def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
         entry.update(exercise=str(exercise), case=case, calls=sorted(calls.names))
         with open(log, "a", encoding="utf-8") as f:
             f.write(json.dumps(entry) + "\n")
+
+
+_OWN_CODES = _own_codes()  # this module's own code, fixed once it is loaded
