@@ -42,6 +42,9 @@ from helpers.printing import rounding_margin  # noqa: E402
 #: A float as a notebook prints it: 0.2678, -1.3416, 2.11e+08, 4.732e-04 (not 2.13.0 or 2,099,712).
 FLOAT = re.compile(r"(?<![\w.])-?(?:\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)(?![\w.])")
 
+#: An image embedded in an HTML output (helpers/figures.py): base64, where "3e5" is no number.
+_DATA_URI = re.compile(r"data:image/[\w.+-]+;base64,[A-Za-z0-9+/=]+")
+
 #: The smallest margin accepted (in units of the precision's error bound).
 MIN_MARGIN = 1.0
 
@@ -112,7 +115,9 @@ def _output_text(cell) -> str:
             for mime in ("text/plain", "text/html", "text/markdown"):
                 if mime in data:
                     text = data[mime]
-                    parts.append("".join(text) if isinstance(text, list) else text)
+                    text = "".join(text) if isinstance(text, list) else text
+                    # a described figure's PNG inside its HTML is bytes, not printed numbers
+                    parts.append(_DATA_URI.sub("data:", text))
     return "\n".join(parts)
 
 
