@@ -8,6 +8,8 @@ One module per lesson idea:
 * lesson 7, :mod:`helpers.blocks`: the block, and stacking
 * lesson 8, :mod:`helpers.model`, :mod:`helpers.params`: embeddings, output, weight tying
 * lesson 9, :mod:`helpers.generation`: from logits to text (greedy, temperature, top-k)
+* lessons 4, 5, 8 and 9: :mod:`helpers.text` (the shipped text, the character tokenizer) and
+  :mod:`helpers.training` (the course's one training loop)
 * lesson 10 (capstone), :mod:`helpers.checklist`: ``audit(model)`` runs the checklist K1-K5
 
 :mod:`helpers.widgets` holds one explorer per lesson, :mod:`helpers.checks` the exercise checks.
@@ -35,6 +37,8 @@ from .positional import (
     wavelengths,
 )
 from .printing import fmt
+from .text import CharTokenizer, load_text
+from .training import Schedule, TrainingRun, train_lm
 
 __version__ = "0.1.0"
 
@@ -75,6 +79,11 @@ __all__ = [
     "generate",
     "generate_text",
     "fmt",
+    "load_text",
+    "CharTokenizer",
+    "train_lm",
+    "TrainingRun",
+    "Schedule",
     "audit",
     "AuditReport",
 ]

@@ -18,7 +18,7 @@ import torch
 
 from .model import TransformerLM
 from .reproducible import default_dtype
-from .training import CharTokenizer, load_text
+from .text import CharTokenizer, load_text
 
 __all__ = [
     "CHECKPOINT_CONFIG",

@@ -10,7 +10,9 @@ and appended to the sequence; the longer sequence goes back into the model for t
 (autoregressive generation, Radford et al. 2018/2019; top-k: Fan et al. 2018).
 
 * :func:`next_token_probs`: logits -> probabilities, in float64.
-* :func:`generate`: the loop, on token ids; ``TransformerLM.generate`` calls it.
+* :func:`generate`: the loop, on token ids; ``TransformerLM.generate`` calls it (the model
+  class takes that method from :class:`GenerationMixin`, so this module needs nothing of
+  :mod:`helpers.model` and the model's module imports this one, not the other way round).
 * :func:`generate_text`: the same from a string prompt, through a tokenizer, back to a string.
 
 How the model is run: the prompt goes through the model once and each new token after it only
@@ -29,9 +31,9 @@ import torch
 
 from . import _validate as check
 from .positional import alibi_slopes, apply_rotary
-from .training import _one_thread
+from .reproducible import one_thread as _one_thread
 
-__all__ = ["next_token_probs", "generate", "generate_text", "context_length"]
+__all__ = ["next_token_probs", "generate", "generate_text", "context_length", "GenerationMixin"]
 
 
 # --- checking the arguments ---------------------------------------------------------------------
@@ -127,9 +129,7 @@ def context_length(model) -> int | None:
 
 
 def _check_model(model):
-    from .model import TransformerLM  # here: helpers.model imports this module
-
-    if not isinstance(model, TransformerLM):
+    if not isinstance(model, GenerationMixin):  # only the course's TransformerLM is one
         raise TypeError(
             f"model must be a helpers.TransformerLM (the course's language model), got "
             f"{type(model).__name__}"
@@ -279,6 +279,27 @@ def generate(
         model.train(was_training)
 
 
+class GenerationMixin:
+    """Lesson 9 (C9.2). What :class:`helpers.TransformerLM` takes from this module: its
+    ``generate`` method, which is :func:`generate` on the model itself."""
+
+    def generate(
+        self,
+        tokens: torch.Tensor,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        generator: torch.Generator | None = None,
+        context: int | None = None,
+    ) -> torch.Tensor:
+        """Lesson 9 (C9.2). tokens [batch, n] -> ids [batch, n + max_new_tokens]: each new token
+        drawn from softmax(logits / temperature) of the last position (temperature 0: greedy,
+        the argmax; ``top_k``: only the k largest logits; ``generator``: a seeded
+        ``torch.Generator`` for reproducible text; ``context``: feed at most the last ``context``
+        tokens). See :func:`helpers.generation.generate`."""
+        return generate(self, tokens, max_new_tokens, temperature, top_k, generator, context)
+
+
 def generate_text(
     model,
     tokenizer,
@@ -290,7 +311,7 @@ def generate_text(
     context: int | None = None,
 ) -> str:
     """Lesson 9 (C9.2). ``prompt`` followed by ``max_new_tokens`` generated characters (a str):
-    the prompt is encoded with ``tokenizer`` (a :class:`~helpers.training.CharTokenizer`), the
+    the prompt is encoded with ``tokenizer`` (a :class:`~helpers.text.CharTokenizer`), the
     ids continued by :func:`generate` (``context`` as there) and decoded. A prompt with characters the tokenizer does
     not know raises a ValueError that names them."""
     if not isinstance(prompt, str):

@@ -24,16 +24,10 @@ from torch import nn
 
 from . import _validate as check
 from .model import POSITIONAL_KINDS, TransformerLM
-from .training import (
-    CharTokenizer,
-    TrainResult,
-    _one_thread,
-    default_dtype,
-    evaluate,
-    load_text,
-    split_ids,
-    train_lm,
-)
+from .reproducible import default_dtype
+from .reproducible import one_thread as _one_thread
+from .text import CharTokenizer, load_text, split_ids
+from .training import TrainResult, evaluate, train_lm
 
 __all__ = ["LengthRun", "train_at_length", "loss_by_position"]
 

@@ -24,6 +24,7 @@ from torch import nn
 
 from . import _validate as check
 from .blocks import TransformerBlock
+from .generation import GenerationMixin
 from .normalization import NORM_PLACEMENTS, NORM_TYPES, LayerNorm, RMSNorm, make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -145,7 +146,7 @@ def init_weights(model: nn.Module, scheme: str = "gpt2") -> nn.Module:
     return model
 
 
-class TransformerLM(nn.Module):
+class TransformerLM(nn.Module, GenerationMixin):
     """Lesson 8. A decoder-only Transformer language model built from the course's pieces.
 
     token embedding (vocab_size x d_model) + position (sinusoidal or learned, added once before
@@ -158,7 +159,9 @@ class TransformerLM(nn.Module):
     rotary needs an even d_head = d_model / n_heads) and ``"none"`` leaves it out (C4.9): then
     ``self.position`` is an ``nn.Identity`` and h_0 = E[tokens], with no parameter and no length
     limit from a table. ``norm_type="rms"`` puts :class:`~helpers.RMSNorm` (gain only, no bias)
-    wherever LayerNorm would be, the final norm included.
+    wherever LayerNorm would be, the final norm included. ``generate(tokens, max_new_tokens,
+    temperature=1.0, top_k=None, generator=None, context=None)`` writes with it (lesson 9,
+    C9.2; :class:`helpers.generation.GenerationMixin`).
     """
 
     def __init__(
@@ -262,24 +265,6 @@ class TransformerLM(nn.Module):
         """
         check.token_ids("tokens", tokens, self.config.vocab_size)
         return next_token_loss(self, tokens)
-
-    def generate(
-        self,
-        tokens: torch.Tensor,
-        max_new_tokens: int,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        generator: torch.Generator | None = None,
-        context: int | None = None,
-    ) -> torch.Tensor:
-        """Lesson 9 (C9.2). tokens [batch, n] -> ids [batch, n + max_new_tokens]: each new token
-        drawn from softmax(logits / temperature) of the last position (temperature 0: greedy,
-        the argmax; ``top_k``: only the k largest logits; ``generator``: a seeded
-        ``torch.Generator`` for reproducible text; ``context``: feed at most the last ``context``
-        tokens). See :func:`helpers.generation.generate`."""
-        from .generation import generate  # helpers.generation needs this module's class
-
-        return generate(self, tokens, max_new_tokens, temperature, top_k, generator, context)
 
     def extra_repr(self) -> str:
         config = asdict(self.config)

@@ -6,10 +6,11 @@ on the whole shipped text, watch it learn, and train the sheet's choices side by
     unigram baseline  L_1 = -(1/N) sum_t log p(x_{t+1}),  p = character frequencies of the
                       training text (add-one smoothed), ignoring the context entirely
 
-C9.1 asks that training bring L well below L_0 and L_1. The loop is lesson 8's
-(:func:`helpers.training._train_step`: seeded windows from :func:`~helpers.training.get_batch`,
-AdamW, gradient clipped to norm 1, one CPU thread), run by :class:`Pretraining` so that it can
-show its progress and be interrupted and resumed:
+C9.1 asks that training bring L well below L_0 and L_1. The loop is the course's one, lesson 8's
+(:class:`helpers.training.TrainingRun`: seeded windows from :func:`~helpers.training.get_batch`,
+AdamW, gradient clipped to norm 1, a constant rate, one CPU thread); :class:`Pretraining` is that
+run on a :class:`Corpus` with the settings of a :class:`PretrainConfig`, showing its progress,
+interruptible and resumable:
 
 * ``run = Pretraining()`` builds the model (float64 from its first weight, seeded, without
   touching torch's global random state) and measures the held-out loss at step 0;
@@ -28,26 +29,15 @@ the curves.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 
 import torch
 
 from . import _validate as check
 from .model import TransformerLM
-from .params import count_parameters
-from .progress import PROGRESS, make_progress
-from .training import (
-    CharTokenizer,
-    TrainResult,
-    _one_thread,
-    _train_step,
-    default_dtype,
-    evaluate,
-    load_text,
-    ngram_loss,
-    split_ids,
-)
+from .reproducible import default_dtype
+from .text import CharTokenizer, load_text, ngram_loss, split_ids
+from .training import TrainingRun
 
 __all__ = [
     "Corpus",
@@ -68,14 +58,14 @@ class Corpus:
     train_ids: torch.Tensor  # [n_train]
     val_ids: torch.Tensor  # [val_tokens + 1]
     uniform: float  # ln(vocab_size)
-    unigram: float  # helpers.training.ngram_loss(order=1) on val_ids
+    unigram: float  # helpers.text.ngram_loss(order=1) on val_ids
     bigram: float  # ngram_loss(order=2)
 
     @classmethod
     def from_text(cls, text: str | None = None, val_tokens: int = 8192) -> Corpus:
         """``text`` (default: the whole shipped tiny-shakespeare, ``load_text(
         "tiny_shakespeare_full")``), tokenized by characters, split 90/10 by
-        :func:`~helpers.training.split_ids`; the loss is measured on the first ``val_tokens``
+        :func:`~helpers.text.split_ids`; the loss is measured on the first ``val_tokens``
         predictions of the held-out part (all of it would cost seconds per measurement)."""
         if text is not None and not isinstance(text, str):
             raise TypeError(
@@ -175,20 +165,21 @@ def _settings(settings: dict) -> PretrainConfig:
     return PretrainConfig(**settings)
 
 
-class Pretraining:
-    """Lesson 9 (C9.1). One training run of the course's :class:`TransformerLM`, resumable.
+class Pretraining(TrainingRun):
+    """Lesson 9 (C9.1). One training run of the course's :class:`TransformerLM`, resumable: a
+    :class:`~helpers.training.TrainingRun` (the course's loop) on a :class:`Corpus`.
 
     ``Pretraining(corpus=None, **settings)`` builds the model (after ``torch.manual_seed(seed)``
     inside :func:`torch.random.fork_rng`, so torch's global random state is left as it was, and
-    under :func:`~helpers.training.default_dtype`: float64 from the first draw), its AdamW
+    under :func:`~helpers.reproducible.default_dtype`: float64 from the first draw), its AdamW
     optimizer and its batch generator ``torch.Generator().manual_seed(seed)``, and measures the
     held-out loss at step 0. ``settings`` are the fields of :class:`PretrainConfig`; ``corpus``
     a :class:`Corpus` (default: ``Corpus.from_text()``, the whole shipped text).
 
-    ``train(steps)`` trains up to ``steps`` steps in total; the losses are kept in
-    ``result`` (a :class:`~helpers.training.TrainResult`: every step's training loss, the
-    held-out loss every ``eval_every`` steps and at the end), ``seconds`` adds up the time spent
-    training.
+    ``train(steps)`` trains up to ``steps`` steps in total, with a progress bar in a notebook;
+    the losses are kept in ``result`` (a :class:`~helpers.training.TrainResult`: every step's
+    training loss, the held-out loss every ``eval_every`` steps and at the end), ``seconds``
+    adds up the time spent training.
     """
 
     def __init__(self, corpus: Corpus | None = None, **settings):
@@ -210,7 +201,7 @@ class Pretraining:
         with torch.random.fork_rng(devices=[]):  # the caller's random state is left alone
             torch.manual_seed(c.seed)
             with default_dtype(c.dtype):
-                self.model = TransformerLM(
+                model = TransformerLM(
                     corpus.tokenizer.vocab_size,
                     c.d_model,
                     c.n_layers,
@@ -218,26 +209,20 @@ class Pretraining:
                     max_len=c.block_size,
                     **c.model_options(),
                 )
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=c.lr, weight_decay=0.0)
-        self.generator = torch.Generator().manual_seed(c.seed)
-        self.step = 0
-        self.seconds = 0.0
-        self.result = TrainResult(n_parameters=count_parameters(self.model))
-        with _one_thread():
-            self.result.initial_val_loss = evaluate(self.model, corpus.val_ids, c.block_size)
-        self.result.val_steps.append(0)
-        self.result.val_losses.append(self.result.initial_val_loss)
-        self.result.val_loss = self.result.initial_val_loss
+        super().__init__(
+            model,
+            corpus.train_ids,
+            corpus.val_ids,
+            batch_size=c.batch_size,
+            block_size=c.block_size,
+            lr=c.lr,
+            seed=c.seed,
+            eval_every=c.eval_every,
+        )
 
-    # -- what the run measured ---------------------------------------------------------------
     @property
     def tokenizer(self) -> CharTokenizer:
         return self.corpus.tokenizer
-
-    @property
-    def val_loss(self) -> float:
-        """The held-out loss at the last measured step."""
-        return self.result.val_losses[-1]
 
     @property
     def baselines(self) -> dict[str, float]:
@@ -250,41 +235,14 @@ class Pretraining:
             f"n_layers={self.config.n_layers}, parameters={self.result.n_parameters:,})"
         )
 
-    # -- training ----------------------------------------------------------------------------
-    def _snapshot(self):
-        # what one step changes: the weights, the optimizer's state, the batch generator
-        params = list(self.model.parameters())
-        state = self.optimizer.state
-        return (
-            [p.detach().clone() for p in params],
-            [
-                {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state[p].items()}
-                if p in state
-                else None
-                for p in params
-            ],
-            self.generator.get_state(),
-        )
-
-    def _restore(self, snapshot) -> None:
-        weights, states, generator_state = snapshot
-        with torch.no_grad():
-            for p, w, st in zip(self.model.parameters(), weights, states, strict=True):
-                p.copy_(w)
-                p.grad = None
-                if st is None:
-                    self.optimizer.state.pop(p, None)
-                else:
-                    self.optimizer.state[p] = st
-        self.generator.set_state(generator_state)
-
     def train(self, steps: int, progress: str = "auto") -> Pretraining:
         """Train up to ``steps`` steps in total (a run at step 100 asked for 250 does 150 more;
         one already there does nothing). Returns the run itself.
 
         ``progress``: ``"widget"`` a progress bar and a live readout (step, training loss,
         held-out loss, time), updated at most four times a second; ``"text"`` one line at the
-        end; ``"none"`` nothing; ``"auto"`` the widget in a Jupyter kernel, nothing elsewhere.
+        end; ``"none"`` nothing; ``"auto"`` (the default here) the widget in a Jupyter kernel,
+        nothing elsewhere.
 
         Interrupted (KeyboardInterrupt, or any error inside a step), the step in flight is
         rolled back (weights, optimizer state, batch generator), so the run is consistent at
@@ -292,52 +250,7 @@ class Pretraining:
         Calling ``train(steps)`` again continues, with exactly the numbers of a run that was
         never interrupted.
         """
-        steps = check.positive_int("steps", steps)
-        check.choice("progress", progress, PROGRESS)
-        if steps < self.step:
-            raise ValueError(
-                f"steps counts the total number of steps: this run is already at step "
-                f"{self.step}, so steps must be >= {self.step}, got {steps} (build a new "
-                "Pretraining to start again)"
-            )
-        c, data = self.config, self.corpus
-        display = make_progress(progress, self.step, steps)
-        start = time.perf_counter()
-        try:
-            with _one_thread():
-                self.model.train()
-                while self.step < steps:
-                    snapshot = self._snapshot()
-                    step = self.step + 1
-                    try:
-                        loss = _train_step(
-                            self.model,
-                            self.optimizer,
-                            data.train_ids,
-                            c.batch_size,
-                            c.block_size,
-                            self.generator,
-                        )
-                        val = None
-                        if step % c.eval_every == 0 or step == steps:
-                            val = evaluate(self.model, data.val_ids, c.block_size)
-                    except BaseException:
-                        self._restore(snapshot)  # back to the last completed step
-                        raise
-                    self.step = step  # the step is complete: commit it
-                    self.result.train_losses.append(loss)
-                    if val is not None:
-                        self.result.val_steps.append(step)
-                        self.result.val_losses.append(val)
-                        self.result.val_loss = val
-                    display.update(self, steps, start)
-        except KeyboardInterrupt:
-            display.interrupted(self, steps)
-            raise
-        finally:
-            self.seconds += time.perf_counter() - start
-        display.done(self, steps)
-        return self
+        return super().train(steps, progress)
 
 
 def pretrain(

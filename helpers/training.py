@@ -1,20 +1,28 @@
-"""Lesson 8 (C8.5): a small text that ships with the course, a character tokenizer, and a short,
-reproducible training loop, enough to compare a tied and an untied model honestly.
+"""The course's one training loop (lessons 4, 5, 8 and 9), and lesson 8's tied/untied runs.
 
-Everything is local (the text is package data, read with :mod:`importlib.resources`) and seeded:
-batches come from a ``torch.Generator`` with a fixed seed, the model is built after
-``torch.manual_seed``, and the validation loss is measured on a fixed set of windows, so the same
-call gives the same numbers on the same machine.
+Every lesson that trains a model trains it here: lesson 4's length experiment
+(:func:`helpers.length.train_at_length`, C4.7), lesson 5's warm-up runs
+(:func:`helpers.warmup.train_with_warmup`, C5.7), lesson 8's runs (:func:`train_lm`,
+:func:`train_char_model`, :func:`compare_tying`, C8.5, C8.6) and lesson 9's
+(:class:`helpers.pretrain.Pretraining`, C9.1, C9.3). What differs between them is an argument of
+:class:`TrainingRun`: the learning-rate schedule, the evaluation cadence, Adam's betas, clipping.
 
     next-token loss  L = -(1/N) sum_t log softmax(logits_t)[x_{t+1}]       (cross-entropy, nats)
-    uniform guess    L_0 = ln(vocab_size)                                  (every token equally likely)
+    one step t       g = grad L on batch_size random windows (drawn from a seeded generator)
+                     g <- g * min(1, clip_norm / ||g||)                    (clip_norm None: as is)
+                     AdamW(betas, weight decay 0) with the rate lr_t = lr * s(t)
+    schedule s(t)    constant: 1;   warm-up: min(1, (t + 1) / warmup_steps)   (t = 0, 1, ...)
+    evaluation       the held-out loss at step 0, after every eval_every steps, and at the end
+
+Everything is seeded and runs on one CPU thread, so the same call gives the same numbers on the
+same machine; the text and its tokenizer come from :mod:`helpers.text`.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
-from importlib import resources
 
 import torch
 from torch import nn
@@ -22,98 +30,63 @@ from torch import nn
 from . import _validate as check
 from .model import TransformerLM
 from .params import count_parameters
-from .reproducible import default_dtype
-from .reproducible import one_thread as _one_thread
+from .progress import PROGRESS, make_progress
+from .reproducible import default_dtype, one_thread
+
+# The text and its tokenizer live in helpers.text; importable from here too, as before.
+from .text import TEXTS, CharTokenizer, load_text, ngram_loss, split_ids
 
 __all__ = [
+    "SCHEDULES",
+    "Schedule",
+    "get_batch",
+    "evaluate",
+    "TrainResult",
+    "TrainingRun",
+    "train_lm",
+    "train_char_model",
+    "compare_tying",
+    # from helpers.text and helpers.reproducible, importable from here as before
     "TEXTS",
     "load_text",
     "CharTokenizer",
     "split_ids",
-    "get_batch",
-    "evaluate",
-    "TrainResult",
-    "train_lm",
-    "default_dtype",
-    "train_char_model",
-    "compare_tying",
     "ngram_loss",
+    "default_dtype",
 ]
 
-#: Texts shipped in ``helpers/data`` (see the README there for their source): the names
-#: :func:`load_text` accepts, and how many leading characters of the file each one is.
-TEXTS = {"tiny_shakespeare": 31_742, "tiny_shakespeare_full": None}
+#: The learning-rate schedules :class:`Schedule` knows.
+SCHEDULES = ("constant", "warmup")
 
 
-def load_text(name: str = "tiny_shakespeare") -> str:
-    """Lessons 8 and 9. The text ``name`` shipped with the course (no network). Both names read
-    ``helpers/data/tiny_shakespeare.txt``, the tiny-shakespeare file of karpathy/char-rnn
-    (1,115,394 characters, 65 distinct): ``tiny_shakespeare`` is its first 31,742 characters (the
-    excerpt lessons 4, 5 and 8 train on), ``tiny_shakespeare_full`` all of it (lesson 9)."""
-    check.choice("name", name, tuple(TEXTS))
-    text = resources.files("helpers").joinpath("data", "tiny_shakespeare.txt")
-    text = text.read_text(encoding="utf-8")
-    return text if TEXTS[name] is None else text[: TEXTS[name]]
+@dataclass(frozen=True)
+class Schedule:
+    """The learning rate of each step, ``lr_t = lr * s(t)`` for the steps t = 0, 1, 2, ...
 
+    ``Schedule()`` (``kind="constant"``): s(t) = 1, the rate of lessons 4, 8 and 9.
+    ``Schedule("warmup", warmup_steps)``: s(t) = min(1, (t + 1) / warmup_steps), a linear ramp
+    from ``lr / warmup_steps`` at step 0 to ``lr`` at step ``warmup_steps - 1``, then constant
+    (lesson 5, C5.7; :func:`helpers.warmup.warmup_lr`); ``warmup_steps=0`` is the constant rate.
+    A new kind is one more name in :data:`SCHEDULES` and one more case in :meth:`lr`.
+    """
 
-class CharTokenizer:
-    """Lesson 8. One token per distinct character of ``text``: id i is the i-th character in
-    sorted order, so ``vocab_size = len(set(text))`` (58 for the shipped text)."""
+    kind: str = "constant"
+    warmup_steps: int = 0
 
-    def __init__(self, text: str):
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if not text:
-            raise ValueError("text must not be empty: the vocabulary is its distinct characters")
-        self.chars = sorted(set(text))
-        self.stoi = {c: i for i, c in enumerate(self.chars)}
-
-    @property
-    def vocab_size(self) -> int:
-        return len(self.chars)
-
-    def encode(self, text: str) -> torch.Tensor:
-        """str -> token ids, a 1-D ``torch.long`` tensor [len(text)]."""
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        unknown = sorted(set(text) - self.stoi.keys())
-        if unknown:
+    def __post_init__(self):
+        check.choice("kind", self.kind, SCHEDULES)
+        check.positive_int("warmup_steps", self.warmup_steps, minimum=0)
+        if self.kind == "constant" and self.warmup_steps != 0:
             raise ValueError(
-                f"text contains characters this tokenizer has no id for: {unknown[:10]!r}; "
-                f"it knows the {self.vocab_size} characters of the text it was built from"
+                f"warmup_steps is for kind='warmup'; a constant schedule has none, got "
+                f"warmup_steps={self.warmup_steps}"
             )
-        return torch.tensor([self.stoi[c] for c in text], dtype=torch.long)  # [len(text)]
 
-    def decode(self, ids) -> str:
-        """token ids (a tensor or a list of ints) -> str."""
-        if isinstance(ids, torch.Tensor) and ids.dim() > 1:
-            raise ValueError(f"ids must be 1-D (one sequence), got shape {list(ids.shape)}")
-        if isinstance(ids, str) or not isinstance(ids, torch.Tensor | list | tuple | range):
-            raise TypeError(
-                f"ids must be a tensor or a list of token ids, got {type(ids).__name__}"
-            )
-        ids = ids.reshape(-1).tolist() if isinstance(ids, torch.Tensor) else list(ids)
-        not_int = [i for i in ids if isinstance(i, bool) or not isinstance(i, int)]
-        if not_int:
-            raise TypeError(f"ids must be whole numbers (token ids), got {not_int[:5]!r}")
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
-        if bad:
-            raise ValueError(f"ids must be in 0..{self.vocab_size - 1}, got {bad[:5]}")
-        return "".join(self.chars[i] for i in ids)
-
-    def __repr__(self) -> str:
-        return f"CharTokenizer(vocab_size={self.vocab_size})"
-
-
-def split_ids(ids: torch.Tensor, val_fraction: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
-    """Lesson 8. The first ``1 - val_fraction`` of the ids for training, the rest (a later,
-    unseen stretch of the text) for validation."""
-    check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
-    val_fraction = check.positive_float("val_fraction", val_fraction)
-    if not 0.0 < val_fraction < 1.0:
-        raise ValueError(f"val_fraction must be between 0 and 1 (exclusive), got {val_fraction}")
-    n_train = int(round(len(ids) * (1.0 - val_fraction)))
-    return ids[:n_train], ids[n_train:]
+    def lr(self, step: int, lr: float) -> float:
+        """The learning rate of step ``step`` (0-based) for the base rate ``lr``."""
+        if self.kind == "warmup" and self.warmup_steps > 0:
+            return lr * min(1.0, (step + 1) / self.warmup_steps)
+        return lr
 
 
 def get_batch(
@@ -169,9 +142,9 @@ def evaluate(
 
 @dataclass
 class TrainResult:
-    """What :func:`train_lm` measured: the loss of every step, validation loss before and after,
-    and the validation curve: ``val_losses[k]`` measured after ``val_steps[k]`` steps (0 and the
-    last step always; every ``eval_every`` steps in between if asked)."""
+    """What a :class:`TrainingRun` measured: the loss of every step, validation loss before and
+    after, and the validation curve: ``val_losses[k]`` measured after ``val_steps[k]`` steps (0
+    and the last step always; every ``eval_every`` steps in between if asked)."""
 
     train_losses: list[float] = field(default_factory=list)
     initial_val_loss: float = math.nan
@@ -189,6 +162,192 @@ class TrainResult:
         return self.val_losses[self.val_steps.index(step)]
 
 
+def _betas(betas) -> tuple[float, float]:
+    if (
+        not isinstance(betas, tuple | list)
+        or len(betas) != 2
+        or not all(isinstance(b, int | float) and not isinstance(b, bool) for b in betas)
+        or not all(0.0 <= b < 1.0 for b in betas)
+    ):
+        raise ValueError(f"betas must be two numbers in [0, 1), like (0.9, 0.999); got {betas!r}")
+    return float(betas[0]), float(betas[1])
+
+
+class TrainingRun:
+    """The course's training loop: one run of ``model`` on ``train_ids``, resumable.
+
+    ``TrainingRun(model, train_ids, val_ids, batch_size=, block_size=, lr=, seed=, schedule=,
+    eval_every=, betas=, clip_norm=, dtype=)`` converts the model to ``dtype`` if given (see
+    :func:`train_lm`), makes the AdamW optimizer (``betas``, no weight decay) and
+    the batch generator ``torch.Generator().manual_seed(seed)``, and measures the held-out loss
+    at step 0. ``train(steps)`` then trains *up to* step ``steps`` (see the module's formulas):
+    each step draws ``batch_size`` windows of ``block_size + 1`` ids (:func:`get_batch`), takes
+    the next-token loss, clips its gradient to norm ``clip_norm`` (None: no clipping), sets the
+    rate of ``schedule`` (a :class:`Schedule`; None: constant) and steps the optimizer. The
+    held-out loss (:func:`evaluate`) is measured every ``eval_every`` steps (None: never in
+    between) and at the end of each ``train`` call; everything lands in ``result``
+    (:class:`TrainResult`), and ``seconds`` adds up the time spent training.
+
+    Interrupted (KeyboardInterrupt, or any error inside a step, the evaluation included), the
+    step in flight is rolled back (weights, optimizer state, batch generator): the run stays at
+    its last completed step, and ``train(steps)`` again continues with exactly the numbers of a
+    run that was never interrupted. Training and evaluation run on one CPU thread.
+    """
+
+    def __init__(
+        self,
+        model: TransformerLM,
+        train_ids: torch.Tensor,
+        val_ids: torch.Tensor,
+        *,
+        batch_size: int = 32,
+        block_size: int = 64,
+        lr: float = 3e-3,
+        seed: int = 0,
+        schedule: Schedule | None = None,
+        eval_every: int | None = None,
+        betas=(0.9, 0.999),
+        clip_norm: float | None = 1.0,
+        dtype: torch.dtype | None = None,
+    ):
+        if not isinstance(model, TransformerLM):
+            raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
+        self.lr = check.positive_float("lr", lr)
+        check.tensor("train_ids", train_ids, ndim=1, layout="[n_tokens]")
+        check.tensor("val_ids", val_ids, ndim=1, layout="[n_tokens]")
+        self.batch_size = check.positive_int("batch_size", batch_size)
+        self.block_size = check.positive_int("block_size", block_size)
+        seed = check.positive_int("seed", seed, minimum=0)
+        if eval_every is not None:
+            eval_every = check.positive_int("eval_every", eval_every)
+        schedule = Schedule() if schedule is None else schedule
+        if not isinstance(schedule, Schedule):
+            raise TypeError(
+                "schedule must be a helpers.training.Schedule (Schedule() constant, "
+                f"Schedule('warmup', n)) or None, got {type(schedule).__name__}"
+            )
+        if clip_norm is not None:
+            clip_norm = check.positive_float("clip_norm", clip_norm)
+        if dtype is not None:
+            if dtype not in (torch.float32, torch.float64):
+                raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+            model.to(dtype)  # after every check: a refused call leaves the model as it was
+        self.model, self.train_ids, self.val_ids = model, train_ids, val_ids
+        self.schedule, self.eval_every, self.clip_norm = schedule, eval_every, clip_norm
+        self.betas = _betas(betas)
+        self.seed = seed
+        self.optimizer = torch.optim.AdamW(
+            model.parameters(), lr=self.lr, betas=self.betas, weight_decay=0.0
+        )
+        self.generator = torch.Generator().manual_seed(seed)
+        self.step = 0
+        self.seconds = 0.0
+        self.result = TrainResult(n_parameters=count_parameters(model))
+        with one_thread():
+            initial = evaluate(model, val_ids, self.block_size)
+        self.result.initial_val_loss = self.result.val_loss = initial
+        self.result.val_steps.append(0)
+        self.result.val_losses.append(initial)
+
+    @property
+    def val_loss(self) -> float:
+        """The held-out loss at the last measured step."""
+        return self.result.val_losses[-1]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(step={self.step}, parameters={self.result.n_parameters:,})"
+
+    # -- one step ------------------------------------------------------------------------------
+    def _update(self) -> float:
+        """Step ``self.step`` -> ``self.step + 1``: the batch, the loss, its gradient, the
+        update. Returns the batch's loss (before the update)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.schedule.lr(self.step, self.lr)
+        tokens = get_batch(self.train_ids, self.batch_size, self.block_size, self.generator)
+        loss = self.model.loss(tokens)  # [B, block+1] -> scalar
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.clip_norm is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_norm)
+        self.optimizer.step()
+        return loss.item()
+
+    def _snapshot(self):
+        # what one step changes: the weights, the optimizer's state, the batch generator
+        params = list(self.model.parameters())
+        state = self.optimizer.state
+        return (
+            [p.detach().clone() for p in params],
+            [
+                {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in state[p].items()}
+                if p in state
+                else None
+                for p in params
+            ],
+            self.generator.get_state(),
+        )
+
+    def _restore(self, snapshot) -> None:
+        weights, states, generator_state = snapshot
+        with torch.no_grad():
+            for p, w, st in zip(self.model.parameters(), weights, states, strict=True):
+                p.copy_(w)
+                p.grad = None
+                if st is None:
+                    self.optimizer.state.pop(p, None)
+                else:
+                    self.optimizer.state[p] = st
+        self.generator.set_state(generator_state)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def train(self, steps: int, progress: str = "none") -> TrainingRun:
+        """Train up to ``steps`` steps in total (a run at step 100 asked for 250 does 150 more;
+        one already there does nothing). Returns the run itself.
+
+        ``progress`` (:mod:`helpers.progress`): ``"widget"`` a progress bar and a live readout,
+        ``"text"`` one line at the end, ``"none"`` nothing, ``"auto"`` the widget in a Jupyter
+        kernel and nothing elsewhere. Interrupted, the step in flight is rolled back and the interrupt raised again.
+        """
+        steps = check.positive_int("steps", steps)
+        check.choice("progress", progress, PROGRESS)
+        if steps < self.step:
+            raise ValueError(
+                f"steps counts the total number of steps: this run is already at step "
+                f"{self.step}, so steps must be >= {self.step}, got {steps} (build a new "
+                f"{type(self).__name__} to start again)"
+            )
+        display = make_progress(progress, self.step, steps)
+        start = time.perf_counter()
+        try:
+            with one_thread():
+                self.model.train()
+                while self.step < steps:
+                    snapshot = self._snapshot()
+                    step = self.step + 1
+                    try:
+                        loss = self._update()
+                        val = None
+                        if step == steps or (self.eval_every and step % self.eval_every == 0):
+                            val = evaluate(self.model, self.val_ids, self.block_size)
+                    except BaseException:
+                        self._restore(snapshot)  # back to the last completed step
+                        raise
+                    self.step = step  # the step is complete: commit it
+                    self.result.train_losses.append(loss)
+                    if val is not None:
+                        self.result.val_steps.append(step)
+                        self.result.val_losses.append(val)
+                        self.result.val_loss = val
+                    display.update(self, steps, start)
+        except KeyboardInterrupt:
+            display.interrupted(self, steps)
+            raise
+        finally:
+            self.seconds += time.perf_counter() - start
+        display.done(self, steps)
+        return self
+
+
 def train_lm(
     model: TransformerLM,
     train_ids: torch.Tensor,
@@ -200,9 +359,15 @@ def train_lm(
     seed: int = 0,
     dtype: torch.dtype | None = None,
     eval_every: int | None = None,
+    *,
+    schedule: Schedule | None = None,
+    betas=(0.9, 0.999),
+    clip_norm: float | None = 1.0,
 ) -> TrainResult:
-    """Lesson 8 (C8.5). ``steps`` AdamW steps on random windows of ``train_ids``; batches drawn
-    from ``torch.Generator().manual_seed(seed)``. Returns a :class:`TrainResult`.
+    """Lessons 4, 5 and 8 (C4.7, C5.7, C8.5). ``steps`` steps of the course's loop
+    (:class:`TrainingRun`: AdamW, batches drawn from ``torch.Generator().manual_seed(seed)``,
+    gradient clipped to norm ``clip_norm``, the rate of ``schedule``, constant by default) in
+    one call. Returns the :class:`TrainResult`.
 
     Runs on one CPU thread (the previous setting is restored afterwards): the sums inside each
     matrix product then happen in the same order from run to run, so a second call gives the
@@ -217,60 +382,13 @@ def train_lm(
     ``eval_every`` (steps) also measures the validation loss during training (the curve in
     :class:`TrainResult`); evaluation draws no random numbers, so the run itself is unchanged.
     """
-    if not isinstance(model, TransformerLM):
-        raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
     steps = check.positive_int("steps", steps)
-    lr = check.positive_float("lr", lr)
-    check.tensor("train_ids", train_ids, ndim=1, layout="[n_tokens]")
-    check.tensor("val_ids", val_ids, ndim=1, layout="[n_tokens]")
-    batch_size = check.positive_int("batch_size", batch_size)
-    block_size = check.positive_int("block_size", block_size)
-    seed = check.positive_int("seed", seed, minimum=0)
-    if eval_every is not None:
-        eval_every = check.positive_int("eval_every", eval_every)
-    if dtype is not None:
-        if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-        model.to(dtype)
-    with _one_thread():
-        return _train(
-            model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, eval_every
-        )
-
-
-def _train_step(model, optimizer, train_ids, batch_size, block_size, generator) -> float:
-    """One step of the course's training loop (lesson 8's :func:`train_lm`, lesson 9's
-    :mod:`helpers.pretrain`): ``batch_size`` windows drawn from ``generator``, the next-token
-    loss, its gradient clipped to norm 1, one ``optimizer`` step. Returns the batch's loss."""
-    tokens = get_batch(train_ids, batch_size, block_size, generator)  # [B, block+1]
-    loss = model.loss(tokens)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    return loss.item()
-
-
-def _train(
-    model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, eval_every=None
-) -> TrainResult:
-    generator = torch.Generator().manual_seed(seed)
-    result = TrainResult(n_parameters=count_parameters(model))
-    result.initial_val_loss = evaluate(model, val_ids, block_size)
-    result.val_steps.append(0)
-    result.val_losses.append(result.initial_val_loss)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    model.train()
-    for step in range(1, steps + 1):
-        loss = _train_step(model, optimizer, train_ids, batch_size, block_size, generator)
-        result.train_losses.append(loss)
-        if eval_every and step % eval_every == 0 and step < steps:
-            result.val_steps.append(step)
-            result.val_losses.append(evaluate(model, val_ids, block_size))
-    result.val_loss = evaluate(model, val_ids, block_size)
-    result.val_steps.append(steps)
-    result.val_losses.append(result.val_loss)
-    return result
+    run = TrainingRun(
+        model, train_ids, val_ids, batch_size=batch_size, block_size=block_size, lr=lr,
+        seed=seed, schedule=schedule, eval_every=eval_every, betas=betas, clip_norm=clip_norm,
+        dtype=dtype,
+    )  # fmt: skip
+    return run.train(steps).result
 
 
 #: What :func:`train_char_model` passes on to :class:`TransformerLM` besides the sizes.
@@ -371,34 +489,3 @@ def compare_tying(
         )
         for name, tie in (("tied", True), ("untied", False))
     }
-
-
-def ngram_loss(
-    train_ids: torch.Tensor, val_ids: torch.Tensor, vocab_size: int, order: int = 1
-) -> float:
-    """Lesson 8 (C8.6). The validation loss (nats per token) of a counting model, a baseline
-    that a trained language model should beat, computed in float64.
-
-    ``order=1`` (unigram): p(x) = (count(x) + 1) / (N + V), the character frequencies of
-    ``train_ids``, ignoring the context. ``order=2`` (bigram): p(y | x) = (count(x y) + 1) /
-    (count(x) + V), the previous character only. Add-one smoothing, so unseen events keep a
-    finite loss. Returns -mean log p over ``val_ids`` (for order 2, over its consecutive pairs).
-    """
-    check.tensor("train_ids", train_ids, ndim=1, layout="[n_tokens]")
-    check.tensor("val_ids", val_ids, ndim=1, layout="[n_tokens]")
-    vocab_size = check.positive_int("vocab_size", vocab_size)
-    if isinstance(order, bool) or order not in (1, 2):
-        raise ValueError(f"order must be 1 (unigram) or 2 (bigram), got {order!r}")
-    for name, ids in (("train_ids", train_ids), ("val_ids", val_ids)):
-        check.token_ids(name, ids[None], vocab_size)
-        if len(ids) < order:
-            raise ValueError(f"{name} needs at least {order} ids for order={order}")
-    if order == 1:
-        counts = torch.bincount(train_ids, minlength=vocab_size).double() + 1.0  # [V]
-        log_p = (counts / counts.sum()).log()  # [V]
-        return float(-log_p[val_ids].mean())
-    pairs = train_ids[:-1] * vocab_size + train_ids[1:]  # [N-1]: pair (x, y) as one index
-    counts = torch.bincount(pairs, minlength=vocab_size * vocab_size).double()
-    counts = counts.reshape(vocab_size, vocab_size) + 1.0  # [V, V]: count(x y) + 1
-    log_p = (counts / counts.sum(dim=1, keepdim=True)).log()  # [V, V]: log p(y | x)
-    return float(-log_p[val_ids[:-1], val_ids[1:]].mean())

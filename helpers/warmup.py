@@ -4,9 +4,10 @@ needs it and pre-norm does not (the consequence Xiong et al. 2020 draw from C5.6
     linear warm-up   lr_t = lr * min(1, (t + 1) / warmup_steps)      t = 0, 1, ..., steps - 1
                      (warmup_steps = 0: lr_t = lr from the first step)
 
-The training loop is :func:`helpers.training.train_lm`'s (AdamW, seeded batches, one CPU thread,
-validation loss on fixed windows), with the schedule added and no gradient clipping: clipping also
-bounds the first updates, which is what warm-up is for, and would blur the comparison.
+The training loop is the course's one (:class:`helpers.training.TrainingRun`: AdamW, seeded
+batches, one CPU thread, validation loss on fixed windows) with the warm-up schedule, Adam's betas
+(0.9, 0.98) of Vaswani et al. 2017 and no gradient clipping: clipping also bounds the first
+updates, which is what warm-up is for, and would blur the comparison.
 """
 
 from __future__ import annotations
@@ -15,17 +16,9 @@ import torch
 
 from . import _validate as check
 from .model import TransformerLM
-from .params import count_parameters
-from .training import (
-    CharTokenizer,
-    TrainResult,
-    _one_thread,
-    default_dtype,
-    evaluate,
-    get_batch,
-    load_text,
-    split_ids,
-)
+from .reproducible import default_dtype
+from .text import CharTokenizer, load_text, split_ids
+from .training import Schedule, TrainResult, train_lm
 
 __all__ = ["warmup_lr", "train_with_warmup", "WARMUP_RUNS", "compare_warmup"]
 
@@ -44,9 +37,7 @@ def warmup_lr(step: int, lr: float, warmup_steps: int) -> float:
     step = check.positive_int("step", step, minimum=0)
     lr = check.positive_float("lr", lr)
     warmup_steps = check.positive_int("warmup_steps", warmup_steps, minimum=0)
-    if warmup_steps == 0:
-        return lr
-    return lr * min(1.0, (step + 1) / warmup_steps)
+    return Schedule("warmup", warmup_steps).lr(step, lr)  # the loop's own schedule
 
 
 def train_with_warmup(
@@ -61,16 +52,15 @@ def train_with_warmup(
     seed: int = 0,
     dtype: torch.dtype | None = torch.float64,
 ) -> TrainResult:
-    """Lesson 5 (C5.7). ``steps`` AdamW steps (betas 0.9, 0.98 as in Vaswani et al. 2017, no
-    weight decay, no clipping) with the learning rate of :func:`warmup_lr` at each step; batches
-    from ``torch.Generator().manual_seed(seed)``. Returns a :class:`helpers.training.TrainResult`
+    """Lesson 5 (C5.7). ``steps`` steps of the course's loop (:func:`helpers.training.train_lm`)
+    with AdamW's betas 0.9, 0.98 as in Vaswani et al. 2017, no weight decay, no clipping, and the
+    learning rate of :func:`warmup_lr` at each step; batches from
+    ``torch.Generator().manual_seed(seed)``. Returns a :class:`helpers.training.TrainResult`
     (the loss of every step, validation loss before and after). ``dtype=torch.float64`` (the
     default) converts the model first, so that the printed losses are the same on any machine.
     """
     if not isinstance(model, TransformerLM):
         raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
-    check.tensor("train_ids", train_ids, ndim=1, layout="[n_tokens]")
-    check.tensor("val_ids", val_ids, ndim=1, layout="[n_tokens]")
     steps = check.positive_int("steps", steps)
     warmup_steps = check.positive_int("warmup_steps", warmup_steps, minimum=0)
     if warmup_steps > steps:
@@ -78,33 +68,10 @@ def train_with_warmup(
             f"warmup_steps must be at most steps ({steps}), got {warmup_steps}: "
             "the warm-up would not end within the run"
         )
-    lr = check.positive_float("lr", lr)
-    batch_size = check.positive_int("batch_size", batch_size)
-    block_size = check.positive_int("block_size", block_size)
-    seed = check.positive_int("seed", seed, minimum=0)
-    if dtype is not None:
-        if dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
-        model.to(dtype)
-    with _one_thread():
-        generator = torch.Generator().manual_seed(seed)
-        result = TrainResult(n_parameters=count_parameters(model))
-        result.initial_val_loss = evaluate(model, val_ids, block_size)
-        optimizer = torch.optim.AdamW(
-            model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.0
-        )
-        model.train()
-        for step in range(steps):
-            for group in optimizer.param_groups:
-                group["lr"] = warmup_lr(step, lr, warmup_steps)
-            tokens = get_batch(train_ids, batch_size, block_size, generator)  # [B, block+1]
-            loss = model.loss(tokens)  # scalar
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            result.train_losses.append(loss.item())
-        result.val_loss = evaluate(model, val_ids, block_size)
-    return result
+    return train_lm(
+        model, train_ids, val_ids, steps, batch_size, block_size, lr, seed, dtype,
+        schedule=Schedule("warmup", warmup_steps), betas=(0.9, 0.98), clip_norm=None,
+    )  # fmt: skip
 
 
 def compare_warmup(

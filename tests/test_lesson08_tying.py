@@ -18,18 +18,9 @@ from helpers.checks import tying as checks
 from helpers.checks.tying import MathLayoutLM
 from helpers.model import coherent_defaults
 from helpers.params import lm_parameter_counts, tying_saving
-from helpers.training import (
-    CharTokenizer,
-    compare_tying,
-    default_dtype,
-    evaluate,
-    get_batch,
-    load_text,
-    ngram_loss,
-    split_ids,
-    train_char_model,
-    train_lm,
-)
+from helpers.reproducible import default_dtype
+from helpers.text import CharTokenizer, load_text, ngram_loss, split_ids
+from helpers.training import compare_tying, evaluate, get_batch, train_char_model, train_lm
 
 SMALL = dict(vocab_size=23, d_model=16, n_layers=2, n_heads=2, max_len=16)
 

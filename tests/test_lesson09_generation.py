@@ -13,7 +13,7 @@ import torch
 from helpers import TransformerLM, generate, generate_text, next_token_probs
 from helpers.generation import _cached_logits
 from helpers.plots.generation import char_label
-from helpers.training import CharTokenizer
+from helpers.text import CharTokenizer
 
 SMALL = dict(vocab_size=13, d_model=16, n_layers=2, n_heads=2, max_len=12)
 
@@ -527,7 +527,7 @@ def test_C9_2_explorer_writes_from_the_last_max_len_characters():
 @pytest.mark.slow  # loads the shipped run and writes 200 characters with it (about 2 s)
 def test_explorer_default_is_the_shipped_longer_run_and_says_so():
     from helpers.checkpoint import load_checkpoint
-    from helpers.training import load_text
+    from helpers.text import load_text
     from helpers.widgets import generation_explorer
     from helpers.widgets.generation import DEFAULT_PROMPT, N_NEW
 
@@ -569,7 +569,7 @@ def test_explorer_bad_arguments():
     from helpers.widgets import generation_explorer
 
     model, tokenizer = _explorer_model()
-    with pytest.raises(TypeError, match="tokenizer must be a helpers.training.CharTokenizer"):
+    with pytest.raises(TypeError, match="tokenizer must be a helpers.text.CharTokenizer"):
         generation_explorer(model, "abc")
     with pytest.raises(ValueError, match="pass the tokenizer the model was trained with"):
         generation_explorer(model, CharTokenizer("xyz"))
@@ -719,7 +719,7 @@ def test_check_greedy_decode_accepts_right_answers(capsys):
         (_greedy_no_feedback, "feed each new token back"),
         (_greedy_sampled, ""),
         (_greedy_float, "token ids are integers"),
-        (_greedy_library, "helpers.model.TransformerLM.generate"),
+        (_greedy_library, "helpers.generation.GenerationMixin.generate"),
         (_greedy_library_function, "helpers.generation.generate"),
         (lambda m, t, n: t, "has shape"),
         (lambda m, t, n: greedy_right(m, t, n).tolist(), "should return a torch.Tensor"),

@@ -25,7 +25,8 @@ from helpers.pretrain import (  # noqa: E402
     pretrain,
 )
 from helpers.side_by_side import FACTORS, GridRun, SideBySide, side_by_side  # noqa: E402
-from helpers.training import load_text, train_char_model  # noqa: E402
+from helpers.text import load_text  # noqa: E402
+from helpers.training import train_char_model  # noqa: E402
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, block_size=16, batch_size=4, lr=5e-3, eval_every=4)
 
@@ -87,8 +88,8 @@ def test_C9_1_training_goes_well_below_both_baselines(corpus):
 
 
 def test_C9_1_the_loop_is_lesson_8s(corpus):
-    """Pretraining's steps are train_lm's (helpers.training._train_step): the same model, the
-    same batches and updates give the very same training losses."""
+    """Pretraining is the course's one loop (helpers.training.TrainingRun), lesson 8's: the same
+    model, the same batches and updates give the very same training losses."""
     run = Pretraining(corpus, **TINY, seed=3).train(8, "none")
     lesson8 = train_char_model(load_text(), 16, 1, 2, steps=8, batch_size=4, block_size=16,
                                lr=5e-3, seed=3, dtype=torch.float64)  # fmt: skip
@@ -148,11 +149,11 @@ def test_interrupted_run_resumes_to_exactly_the_uninterrupted_result(corpus, how
 
 
 def test_interrupt_during_evaluation_rolls_back_the_step(corpus, monkeypatch):
-    import helpers.pretrain as pretrain_module
+    import helpers.training as training_module  # the loop's module: where it evaluates
 
     whole = Pretraining(corpus, **TINY).train(12, "none")
     run = Pretraining(corpus, **TINY)
-    real = pretrain_module.evaluate
+    real = training_module.evaluate
     calls = {"n": 0}
 
     def evaluate(*args, **kwargs):
@@ -161,11 +162,11 @@ def test_interrupt_during_evaluation_rolls_back_the_step(corpus, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pretrain_module, "evaluate", evaluate)
+    monkeypatch.setattr(training_module, "evaluate", evaluate)
     with pytest.raises(KeyboardInterrupt):
         run.train(12, "none")
     assert run.step == 7 and run.result.val_steps == [0, 4]
-    monkeypatch.setattr(pretrain_module, "evaluate", real)
+    monkeypatch.setattr(training_module, "evaluate", real)
     run.train(12, "none")
     _same_state(run, whole)
 

@@ -59,7 +59,7 @@ __all__ = ["check_apply_temperature", "check_greedy_decode", "check_top_p_filter
 FORBIDDEN = {
     "l9_ex1": ("helpers.generation.next_token_probs",),
     "l9_ex2": (
-        "helpers.model.TransformerLM.generate",
+        "helpers.generation.GenerationMixin.generate",  # model.generate(...)
         "helpers.generation.generate",
         "helpers.generation.generate_text",
         "helpers.generation._cached_logits",

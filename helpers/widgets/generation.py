@@ -58,16 +58,16 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
     ``model``: a trained :class:`~helpers.TransformerLM`; None loads the course's longer run
     (:func:`default_model`, :func:`helpers.checkpoint.load_checkpoint`: d_model 96, 3 layers,
     context 96, trained 2,000 steps on the training 90% of tiny-shakespeare) and, unless given, its
-    tokenizer. ``tokenizer``: the :class:`~helpers.training.CharTokenizer` the model was trained
+    tokenizer. ``tokenizer``: the :class:`~helpers.text.CharTokenizer` the model was trained
     with; None builds the one of ``load_text("tiny_shakespeare_full")`` (65 characters). A
     prompt the tokenizer cannot encode (or an empty one) is reported in the explorer, not
     raised.
     """
-    from ..training import CharTokenizer, load_text
+    from ..text import CharTokenizer, load_text
 
     if tokenizer is not None and not isinstance(tokenizer, CharTokenizer):
         raise TypeError(
-            f"tokenizer must be a helpers.training.CharTokenizer or None, got "
+            f"tokenizer must be a helpers.text.CharTokenizer or None, got "
             f"{type(tokenizer).__name__}"
         )
     shipped = default_model() if model is None else None
