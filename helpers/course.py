@@ -1,11 +1,27 @@
 """The course's table of contents: one entry per lesson notebook, used by the README, the tests
-(every claim of a lesson must have a cell that asserts it) and the benchmark."""
+(every claim of a lesson must have a cell that asserts it), the coursework tools, the site and the
+benchmark.
+
+Every lesson has a core notebook (``LESSONS``): the sheet's claims for it, its explorer, its core
+exercises and the recap, about 90 minutes for a student (``estimated_minutes``). A lesson may also
+have an optional companion notebook, "Going further" (``GOING_FURTHER``): what goes beyond the sheet,
+executed and checked like the rest, with exercises of its own, assigned separately
+(``lesson04b`` beside ``lesson04``). ``NOTEBOOKS`` lists both kinds in course order."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Lesson", "LESSONS", "lesson"]
+__all__ = [
+    "Lesson",
+    "LESSONS",
+    "GOING_FURTHER",
+    "NOTEBOOKS",
+    "lesson",
+    "part",
+    "estimated_minutes",
+    "MINUTES",
+]
 
 
 @dataclass(frozen=True)
@@ -16,6 +32,17 @@ class Lesson:
     claims: tuple[str, ...]  # claim IDs of the course specification, each asserted in the notebook
     explorer: str | None  # function name in helpers.widgets
     topic: str  # module name used under helpers.widgets / helpers.checks / helpers.plots
+    further: bool = False  # True for a lesson's optional "Going further" companion notebook
+
+    @property
+    def key(self) -> str:
+        """``"4"`` for lesson 4's core notebook, ``"4b"`` for its "Going further" companion."""
+        return f"{self.number}{'b' if self.further else ''}"
+
+    @property
+    def assignment(self) -> str:
+        """The nbgrader assignment of this notebook: ``lesson04``, ``lesson04b``, ..."""
+        return f"lesson{self.number:02d}{'b' if self.further else ''}"
 
 
 LESSONS: tuple[Lesson, ...] = (
@@ -78,8 +105,81 @@ LESSONS: tuple[Lesson, ...] = (
 )
 
 
+#: Optional "Going further" companions, one at most per lesson (``Lesson.further`` is True).
+GOING_FURTHER: tuple[Lesson, ...] = ()
+
+#: Every notebook of the course in course order: each core lesson, then its companion.
+NOTEBOOKS: tuple[Lesson, ...] = tuple(
+    entry
+    for core in LESSONS
+    for entry in (core, *(f for f in GOING_FURTHER if f.number == core.number))
+)
+
+
 def lesson(number: int) -> Lesson:
+    """The core notebook of lesson ``number``."""
     for entry in LESSONS:
         if entry.number == number:
             return entry
     raise ValueError(f"no lesson {number}; lessons: {[e.number for e in LESSONS]}")
+
+
+def part(key: str | int) -> Lesson:
+    """A notebook by its key: ``4`` or ``"4"`` (lesson 4's core), ``"4b"`` (its companion)."""
+    for entry in NOTEBOOKS:
+        if str(key).strip().lower() == entry.key:
+            return entry
+    raise ValueError(f"no notebook {key!r}; notebooks: {[e.key for e in NOTEBOOKS]}")
+
+
+#: The reading-time model of a core lesson (issue "Lessons a student can finish in a sitting"):
+#: dense prose at 100 words a minute, a minute per code cell, ten per explorer, and each exercise
+#: its own estimate of 5 to 25 minutes (``metadata.course.minutes`` of its solution cell).
+MINUTES = {"words_per_minute": 100, "code_cell": 1, "explorer": 10, "exercise": (5, 25)}
+
+
+def estimated_minutes(notebook) -> dict:
+    """The time a student needs for a notebook, by ``MINUTES``: a dict of the parts and ``total``.
+
+    ``notebook`` is a path or a notebook dict (nbformat JSON). Words are whitespace-separated
+    tokens of the markdown cells; code cells are the non-empty ones; an explorer is a code cell
+    that calls ``…_explorer(``; exercises are nbgrader solution cells, each of which must state
+    ``metadata["course"]["minutes"]`` between 5 and 25 (a ``ValueError`` says which does not).
+    """
+    import json
+    import re
+    from pathlib import Path
+
+    nb = notebook if isinstance(notebook, dict) else json.loads(Path(notebook).read_text())
+    words = code = explorers = 0
+    exercises: list[float] = []
+    low, high = MINUTES["exercise"]
+    for cell in nb["cells"]:
+        source = "".join(cell.get("source", ""))
+        if cell["cell_type"] == "markdown":
+            words += len(source.split())
+        elif cell["cell_type"] == "code" and source.strip():
+            code += 1
+            explorers += bool(re.search(r"\w+_explorer\(", source))
+            grader = cell.get("metadata", {}).get("nbgrader", {})
+            if grader.get("solution"):
+                minutes = cell.get("metadata", {}).get("course", {}).get("minutes")
+                if not isinstance(minutes, int | float) or not low <= minutes <= high:
+                    raise ValueError(
+                        f"exercise {grader.get('grade_id')!r}: metadata.course.minutes must be a "
+                        f"number from {low} to {high} (the author's estimate); got {minutes!r}"
+                    )
+                exercises.append(float(minutes))
+    parts = {
+        "prose": words / MINUTES["words_per_minute"],
+        "code": code * MINUTES["code_cell"],
+        "explorer": explorers * MINUTES["explorer"],
+        "exercises": sum(exercises),
+    }
+    return {
+        **parts,
+        "words": words,
+        "code_cells": code,
+        "n_exercises": len(exercises),
+        "total": sum(parts.values()),
+    }

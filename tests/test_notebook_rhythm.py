@@ -4,7 +4,9 @@ Checked on the committed file (nbval then re-executes it): each claim of the les
 cell that names it and asserts; the explorer is shown; at least three exercises, each a solution
 cell and a locked, graded check cell (nbgrader metadata); executed top to bottom on a fresh
 kernel; no error output except in cells tagged ``raises-exception``; ``nbval-ignore-output``
-only on cells that show a live widget or say why their output varies.
+only on cells that show a live widget or say why their output varies. A core lesson fits a
+sitting (``helpers.course.estimated_minutes`` at most 90 minutes); a "Going further" companion
+says so in its title, has its own claims, exercises and recap.
 """
 
 import json
@@ -13,10 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import LESSONS
+from helpers.course import LESSONS, estimated_minutes
+from helpers.course import NOTEBOOKS as PARTS
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 SECTIONS = ("What you will learn", "Build", "Check", "Explore", "Exercise", "Recap")
+FURTHER_SECTIONS = ("Going further", "What you will learn", "Exercise", "Recap")
+#: A core lesson, read as a student meets it (helpers.course.MINUTES), fits about 90 minutes.
+CORE_MINUTES = 90
 
 
 def _cells(lesson):
@@ -33,24 +39,50 @@ def _tags(cell) -> list[str]:
     return cell.get("metadata", {}).get("tags", [])
 
 
-params = pytest.mark.parametrize("lesson", LESSONS, ids=[f"lesson{l.number}" for l in LESSONS])
+params = pytest.mark.parametrize("lesson", LESSONS, ids=[f"lesson{l.key}" for l in LESSONS])
+#: Every notebook, core and "Going further" alike.
+every = pytest.mark.parametrize("lesson", PARTS, ids=[f"lesson{l.key}" for l in PARTS])
+further = pytest.mark.parametrize(
+    "lesson",
+    [x for x in PARTS if x.further] or [pytest.param(None, marks=pytest.mark.skip("none yet"))],
+    ids=lambda x: f"lesson{x.key}" if x else "none",
+)
 
 
-@params
-def test_rhythm_sections_present(lesson):
-    headings = [
+def _headings(lesson) -> str:
+    return "\n".join(
         line
         for c in _cells(lesson)
         if c["cell_type"] == "markdown"
         for line in _source(c).splitlines()
         if line.startswith("#")
-    ]
-    text = "\n".join(headings)
+    )
+
+
+@params
+def test_rhythm_sections_present(lesson):
+    text = _headings(lesson)
     missing = [s for s in SECTIONS if s.lower() not in text.lower()]
     assert not missing, f"{lesson.notebook}: no heading for {missing}"
 
 
-@params
+@further
+def test_going_further_companion_says_what_it_is(lesson):
+    text = _headings(lesson)
+    missing = [s for s in FURTHER_SECTIONS if s.lower() not in text.lower()]
+    assert not missing, f"{lesson.notebook}: no heading for {missing}"
+    first = next(c for c in _cells(lesson) if c["cell_type"] == "markdown")
+    assert "going further" in _source(first).splitlines()[0].lower(), (
+        f"{lesson.notebook}: its title must say it is the optional 'Going further' part"
+    )
+    core = next(x for x in LESSONS if x.number == lesson.number)
+    assert core.notebook.split("_")[0] in _source(first), (
+        f"{lesson.notebook}: its opening must name the core notebook it follows ({core.notebook})"
+    )
+    assert not set(lesson.claims) & set(core.claims), "a claim is taught once, in one notebook"
+
+
+@every
 def test_every_claim_has_an_asserting_cell(lesson):
     code = [_source(c) for c in _cells(lesson) if c["cell_type"] == "code"]
     for claim in lesson.claims:
@@ -78,12 +110,14 @@ def test_explorer_is_shown_and_marked(lesson):
     )
 
 
-@params
-def test_at_least_three_graded_exercises(lesson):
+@every
+def test_graded_exercises_well_formed(lesson):
+    """At least three exercises in a core lesson, at least one in a Going further companion."""
+    least = 1 if lesson.further else 3
     meta = [c.get("metadata", {}).get("nbgrader", {}) for c in _cells(lesson)]
     solutions = [m for m in meta if m.get("solution")]
     graded = [m for m in meta if m.get("grade") and not m.get("solution")]
-    assert len(solutions) >= 3 and len(graded) >= 3, (
+    assert len(solutions) >= least and len(graded) >= least, (
         f"{lesson.notebook}: {len(solutions)} solution / {len(graded)} graded cells"
     )
     assert all(m.get("locked") and m.get("points", 0) > 0 for m in graded)
@@ -95,7 +129,7 @@ def test_at_least_three_graded_exercises(lesson):
             assert "### BEGIN SOLUTION" in _source(c) and "### END SOLUTION" in _source(c)
 
 
-@params
+@every
 def test_executed_top_to_bottom_without_unexpected_errors(lesson):
     code = [c for c in _cells(lesson) if c["cell_type"] == "code" and _source(c).strip()]
     counts = [c["execution_count"] for c in code]
@@ -113,7 +147,7 @@ def test_executed_top_to_bottom_without_unexpected_errors(lesson):
             )
 
 
-@params
+@every
 def test_ignore_output_only_where_output_varies(lesson):
     for c in _cells(lesson):
         if "nbval-ignore-output" in _tags(c):
@@ -129,7 +163,7 @@ def test_ignore_output_only_where_output_varies(lesson):
 MACHINE_TRACES = re.compile(r"site-packages|/work/|/home/|/root/|/tmp/|/usr/lib/python|\.venv/")
 
 
-@params
+@every
 def test_stored_outputs_show_no_machine_paths(lesson):
     root = str(NOTEBOOKS.parent)
     for i, c in enumerate(c for c in _cells(lesson) if c["cell_type"] == "code"):
@@ -143,3 +177,31 @@ def test_stored_outputs_show_no_machine_paths(lesson):
                 f"{lesson.notebook}: code cell {i + 1} stores a path of this machine ({found.group(0) if found else root}); "
                 f"show the error message alone (e.g. print it from an except clause, or give the exception _render_traceback_)"
             )
+
+
+def test_estimated_minutes_counts_as_the_model_says():
+    """helpers.course.estimated_minutes on a small notebook counted by hand."""
+
+    def cell(kind, source, **meta):
+        return {"cell_type": kind, "source": source, "metadata": meta}
+
+    nb = {
+        "cells": [
+            cell("markdown", "# Title\n\n" + "word " * 298),  # 300 words: 3 minutes
+            cell("code", "x = 1"),
+            cell("code", "   "),  # empty: not counted
+            cell("code", "widgets.norm_explorer()"),  # a code cell and an explorer
+            cell(
+                "code",
+                "def f():\n    ### BEGIN SOLUTION\n    pass\n    ### END SOLUTION",
+                nbgrader={"solution": True, "grade_id": "ex"},
+                course={"minutes": 12},
+            ),
+        ]
+    }
+    got = estimated_minutes(nb)
+    assert (got["words"], got["code_cells"], got["n_exercises"]) == (300, 3, 1)
+    assert got["total"] == 3 + 3 + 10 + 12
+    del nb["cells"][-1]["metadata"]["course"]
+    with pytest.raises(ValueError, match="'ex'.*minutes"):
+        estimated_minutes(nb)
