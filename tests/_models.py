@@ -308,3 +308,196 @@ def hf_model(family: str, **overrides):
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cls(cfg)
+
+
+# ---- position mechanisms inside attention the audit must name (issue 24) ----------------------
+def t5_bucket(distance: torch.Tensor, num_buckets: int = 32, max_distance: int = 128):
+    """T5's relative-position bucket for a causal decoder (Raffel et al. 2020): distances below
+    num_buckets / 2 get a bucket each; longer ones share log-spaced buckets up to max_distance,
+    and every distance beyond that the last bucket."""
+    exact = num_buckets // 2
+    k = distance.clamp(min=0)
+    spread = torch.log(k.clamp(min=1).double() / exact) / math.log(max_distance / exact)
+    far = (exact + (spread * (num_buckets - exact)).long()).clamp(max=num_buckets - 1)
+    return torch.where(k < exact, k, far)
+
+
+class _T5BiasAttention(_CausalSelfAttention):
+    """Causal attention with a bias on the scores given by the caller (T5's position_bias)."""
+
+    def forward(self, x, position_bias):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (t.view(b, n, self.heads, c // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads) + position_bias  # [B, h, n, n]
+        att = att.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        return self.proj((att.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c))
+
+
+class _T5Layer(_Layer):
+    def __init__(self, width: int, heads: int):
+        super().__init__(width, heads)
+        self.mix = _T5BiasAttention(width, heads)
+
+    def forward(self, x, position_bias):
+        x = x + self.mix(self.pre_mix(x), position_bias)
+        return x + self.mlp(self.pre_mlp(x))
+
+
+class T5BiasGPT(TinyGPT):
+    """TinyGPT without a position table and with T5's relative bias: one learned number per head
+    and distance bucket, computed once and passed to every layer (as T5's stack does)."""
+
+    def __init__(self, num_buckets: int = 32, max_distance: int = 128, **kw):
+        super().__init__(**kw)
+        width, heads = self.wte.weight.shape[1], self.layers[0].mix.heads
+        self.layers = nn.ModuleList(_T5Layer(width, heads) for _ in self.layers)
+        del self.wpe
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.relative_bias = nn.Embedding(num_buckets, heads)
+
+    def forward(self, idx):
+        n = idx.shape[1]
+        pos = torch.arange(n)
+        bucket = t5_bucket(pos[:, None] - pos[None], self.num_buckets, self.max_distance)
+        bias = self.relative_bias(bucket).permute(2, 0, 1)[None]  # [1, h, n, n]
+        x = self.wte(idx)
+        for layer in self.layers:
+            x = layer(x, bias)
+        return self.unembed(self.ln_out(x)), None
+
+
+def t5_bias_gpt(num_buckets: int = 32, max_distance: int = 128, **kw) -> T5BiasGPT:
+    torch.manual_seed(0)
+    return T5BiasGPT(num_buckets, max_distance, **kw)
+
+
+class _WindowAttention(_PositionAttention):
+    """Causal attention that sees only the last ``window`` positions (itself included)."""
+
+    def __init__(self, width: int, heads: int, inside: str, window: int):
+        super().__init__(width, heads, inside)
+        self.window = window
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (t.view(b, n, self.heads, c // self.heads).transpose(1, 2) for t in (q, k, v))
+        if self.inside == "rotary":
+            q, k = _rotate(q), _rotate(k)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
+        pos = torch.arange(n)
+        far = (pos[:, None] - pos[None] >= self.window) | (pos[None] > pos[:, None])
+        att = att.masked_fill(far, float("-inf"))
+        return self.proj((att.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c))
+
+
+def windowed_gpt(window: int = 4, inside: str = "none", table: bool = True, **kw) -> TinyGPT:
+    """TinyGPT whose attention sees only the last ``window`` positions (a sliding window), with a
+    learned table added before the first block (``table``) and ``inside`` "none" or "rotary"."""
+    torch.manual_seed(0)
+    model = TinyGPT(**kw)
+    for layer in model.layers:
+        width, heads = layer.mix.proj.in_features, layer.mix.heads
+        layer.mix = _WindowAttention(width, heads, inside, window)
+    if not table:
+        with torch.no_grad():
+            model.wpe.weight.zero_()
+        model.wpe.weight.requires_grad_(False)
+    return model
+
+
+def course_rotary_with_qk_bias(std: float, seed: int = 0, **kw):
+    """The course's TransformerLM with rotary attention whose q and k projections have biases
+    drawn N(0, std^2) (a trained model's biases are not zero; Qwen's q/k/v have biases)."""
+    from helpers import TransformerLM
+
+    torch.manual_seed(seed)
+    cfg = dict(vocab_size=100, d_model=32, n_layers=2, n_heads=4, max_len=64)
+    cfg.update(kw)
+    model = TransformerLM(**cfg, positional="rotary")
+    with torch.no_grad():
+        for block in model.blocks:
+            attn = block.attn.sublayer
+            attn.q_proj.bias.normal_(0.0, std)
+            attn.k_proj.bias.normal_(0.0, std)
+    return model
+
+
+def hf_local_attention(family: str, window: int = 4, **overrides):
+    """A Hugging Face model with local attention, tiny config, nothing downloaded: "gpt_neo"
+    (global then local layers, ``window_size``) or "mistral" (rotary, ``sliding_window``)."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    import transformers as T
+
+    torch.manual_seed(0)
+    if family == "gpt_neo":
+        cfg = T.GPTNeoConfig(
+            vocab_size=100,
+            hidden_size=32,
+            num_layers=2,
+            num_heads=4,
+            intermediate_size=128,
+            max_position_embeddings=64,
+            attention_types=[[["global", "local"], 1]],
+            window_size=window,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+        cls = T.GPTNeoForCausalLM
+    elif family == "mistral":
+        cfg = T.MistralConfig(
+            vocab_size=100,
+            hidden_size=32,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            num_hidden_layers=2,
+            intermediate_size=88,
+            max_position_embeddings=64,
+            sliding_window=window,
+        )
+        cls = T.MistralForCausalLM
+    else:
+        raise ValueError(f"family must be gpt_neo or mistral, got {family!r}")
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    return cls(cfg)
+
+
+class _AbsoluteInsideAttention(_CausalSelfAttention):
+    """Causal attention with position by its index inside it: "qk" adds a learned vector per
+    position to q and k (content and position mixed, but not by distance), "bias" a learned
+    number per head and (query, key) position pair."""
+
+    def __init__(self, width: int, heads: int, how: str, ctx: int):
+        super().__init__(width, heads)
+        self.how = how
+        d = width // heads
+        self.pos_q = nn.Parameter(torch.randn(ctx, d) * 0.5)
+        self.pos_k = nn.Parameter(torch.randn(ctx, d) * 0.5)
+        self.pair_bias = nn.Parameter(torch.randn(heads, ctx, ctx))
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (t.view(b, n, self.heads, c // self.heads).transpose(1, 2) for t in (q, k, v))
+        if self.how == "qk":
+            q, k = q + self.pos_q[:n], k + self.pos_k[:n]
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(c // self.heads)
+        if self.how == "bias":
+            att = att + self.pair_bias[:, :n, :n]
+        att = att.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+        return self.proj((att.softmax(-1) @ v).transpose(1, 2).reshape(b, n, c))
+
+
+def absolute_inside_gpt(how: str = "qk", ctx: int = 64, **kw) -> TinyGPT:
+    """TinyGPT without a table, position by absolute index inside attention ("qk" or "bias")."""
+    torch.manual_seed(0)
+    model = TinyGPT(ctx=ctx, **kw)
+    for layer in model.layers:
+        width, heads = layer.mix.proj.in_features, layer.mix.heads
+        layer.mix = _AbsoluteInsideAttention(width, heads, how, ctx)
+    with torch.no_grad():
+        model.wpe.weight.zero_()
+    model.wpe.weight.requires_grad_(False)
+    return model

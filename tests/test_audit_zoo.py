@@ -46,7 +46,7 @@ def test_sublayer_adding_its_own_residual_passes_K2_and_K3():
 def test_bloom_passes_K2_K3_and_fails_K1_naming_alibi():
     pytest.importorskip("transformers")
     report = audit(hf_model("bloom"))
-    _only_k1_fails(report, "inside attention (ALiBi-style")
+    _only_k1_fails(report, "inside attention (ALiBi: a bias on the scores linear in the distance")
     assert report.found["norm placement"] == "pre"
     assert report["K3"].took["feed-forward"] == "transformer.h.0.mlp"
 

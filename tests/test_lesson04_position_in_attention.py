@@ -254,7 +254,7 @@ def test_C4_9_causal_attention_without_position_is_not_permutation_equivariant()
     ("positional", "verdict", "finding"),
     [
         ("rotary", "failed", "position enters inside attention (rotary)"),
-        ("alibi", "failed", "position enters inside attention (ALiBi-style"),
+        ("alibi", "failed", "position enters inside attention (ALiBi: a bias on the scores linear"),
         ("none", "failed", "no position information enters before the first block"),
         ("sinusoidal", "passed", "position enters once, before the first block"),
     ],

@@ -17,12 +17,15 @@ The package has the shape the capstone teaches, one idea per module, each readab
 * :mod:`.probe`: hooks, replays, tolerances, the layouts of the stream (the machinery);
 * :mod:`.discover`: what the audit takes for the embedding, blocks, sublayers, norms,
   feed-forward and output projection;
+* :mod:`.mechanism`: which position mechanism an attention sublayer has (K1 names it);
 * :mod:`.k1_position`, :mod:`.k2_residual`, :mod:`.k3_feedforward`, :mod:`.k4_blocks`,
   :mod:`.k5_tying`: one check each, its rule in its docstring;
 * :mod:`.run`: :func:`audit` itself; :mod:`.broken`: the deliberately broken models.
 
 Limits, stated rather than hidden: K1 sees position added to the stream, and position that an
-attention sublayer injects itself (rotary, ALiBi: the sheet's rule fails, COURSE.md C4.8); K3
+attention sublayer injects itself (the sheet's rule fails, COURSE.md C4.8), which it names from
+what it observed: a local window, rotary, ALiBi, T5's relative bias, position by absolute index,
+or "cannot name" with the reason (a window larger than its 32-position probe is not seen); K3
 sees a feed-forward computed by modules, not one written inline with bare tensors in a block's
 forward; K4 compares the parameters registered in each block. The probes are small (2 sequences
 of 8 tokens). What the audit cannot decide it reports as *undecided*, with the reason; it never

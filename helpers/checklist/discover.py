@@ -57,7 +57,8 @@ class ModelView:
 
     def __init__(self, model, vocab_size, embedding, blocks, output, probe_tokens, forward, seed):
         self.model = model
-        self.gen = torch.Generator().manual_seed(int(seed))
+        self.seed = int(seed)
+        self.gen = torch.Generator().manual_seed(self.seed)
         self.names = {}
         for name, m in model.named_modules(remove_duplicate=False):
             self.names.setdefault(id(m), name or "(model)")

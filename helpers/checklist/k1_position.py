@@ -9,10 +9,9 @@ sees order by itself: a sublayer that mixes positions is replayed with the *earl
 its input reversed; without a mechanism of its own its output at the last position does not move
 (attention is a weighted sum over a set, and a causal mask still lets the last position see them
 all). If it moves, position enters inside attention, which the sheet's rule excludes (COURSE.md
-C4.8), and the report names the mechanism: on a float32 copy of the sublayer fed a shrunken
-input, an order effect that fades with the queries and keys is rotary (q and k rotated by
-position, RoPE); one that stays is a bias on the scores that depends on distance (ALiBi, or
-T5's learned relative bias: the probe cannot tell these two apart).
+C4.8), and the report names the mechanism each such sublayer was seen to have
+(:mod:`.mechanism`: a local window, rotary, ALiBi, T5's relative bias, position by absolute
+index), or says that the probe cannot tell.
 """
 
 from __future__ import annotations
@@ -22,7 +21,8 @@ import copy
 import torch
 
 from .discover import ModelView, Sublayer
-from .probe import Call, maxdiff, num, replay, scale
+from .mechanism import LONG_N, observe_mechanism
+from .probe import Call, Layout, maxdiff, num, replay, scale
 from .report import CheckResult
 
 __all__ = ["check_k1"]
@@ -93,40 +93,32 @@ def _float32_effect(v: ModelView, s: Sublayer) -> float:
         return 0.0
 
 
-def _mechanism(v: ModelView, s: Sublayer) -> str:
-    """Rotary or ALiBi: replay a float32 copy with the input shrunk 64x and grown 4x."""
+def _long_calls(v: ModelView, subs: list[Sublayer]):
+    """The sublayers' calls on a probe of :data:`LONG_N` positions of the audit's own (a longer
+    probe shows more distances), with its layout; the audit's own calls if the model refuses it."""
+    if v.n >= LONG_N:
+        return {id(s.module): s.call for s in subs}, v.layout, ""
+    gen = torch.Generator().manual_seed(1_000_003 + v.seed)
+    tokens = torch.randint(0, v.vocab, (v.B, LONG_N), generator=gen)
     try:
-        m32 = copy.deepcopy(s.module).float()
-    except Exception:  # noqa: BLE001 - a module that cannot be copied: say only what was seen
-        return ""
-    x = s.call.x.detach().float()
-    x = x / x.pow(2).mean().sqrt().clamp_min(1e-12)  # RMS 1
-    try:
-        big = _order_effect(v, s, m32, x * 4.0, torch.float32)
-        small = _order_effect(v, s, m32, x / 64.0, torch.float32)
-    except Exception:  # noqa: BLE001
-        return ""
-    f32 = torch.float32
-
-    def effect(r: float) -> str:  # below 0.001 the second digit would be float32 rounding
-        return "under 0.001" if r < 1e-3 else num(r, f32)
-
-    if small > 0.1 * big:
-        return (
-            f"on a float32 copy, the order effect stays as the input shrinks (relative effect "
-            f"{effect(big)} at 4x, {effect(small)} at 1/64x): a bias on the scores that depends "
-            f"on the distance p - q, whatever the content, as ALiBi (or T5's learned relative bias) adds"
-        )
+        _, hooks = v.run(tokens, [s.module for s in subs])
+        calls = {id(s.module): hooks.first(s.module) for s in subs}
+        if all(c is not None and c.x is not None for c in calls.values()):
+            return calls, Layout(v.B, LONG_N, v.layout.batch_first), ""
+    except Exception:  # noqa: BLE001 - a model with a shorter reach: the audit's own probe
+        pass
+    calls = {id(s.module): s.call for s in subs}
     return (
-        f"on a float32 copy, the order effect fades as the input shrinks (relative effect "
-        f"{effect(big)} at 4x, {effect(small)} at 1/64x): it scales with the queries and keys, "
-        f"as rotary (RoPE) does by rotating q and k by position"
+        calls,
+        v.layout,
+        f" (on the audit's probe of {v.n} positions: the model did not run on {LONG_N})",
     )
 
 
 def _inside_attention(v: ModelView) -> tuple[list[str], str, list[str]]:
-    """Evidence, mechanism name ("rotary", "ALiBi", "" or "unnamed") and the mixing sublayers tested."""
-    tested, ev, name = [], [], ""
+    """Evidence, the finding's name of what attention does with position ("" if nothing) and the
+    mixing sublayers tested."""
+    tested, ev, moved = [], [], []
     for subs in v.sublayers:
         for s in subs:
             if v.kind(s)[0] != "mixing":
@@ -138,16 +130,35 @@ def _inside_attention(v: ModelView) -> tuple[list[str], str, list[str]]:
             ):  # too weak to see in half precision
                 effect, dtype = _float32_effect(v, s), torch.float32
             where = " on a float32 copy of it, input at RMS 4" if dtype != v.dtype else ""
-            if effect > (v.tol.loose if dtype == v.dtype else 1e-4) and not name:
-                how = _mechanism(v, s)
-                name = "ALiBi" if "ALiBi" in how else "rotary" if "rotary" in how else "unnamed"
-                ev.append(
-                    f"{s.name} ({type(s.module).__name__}) sees order by itself: with the earlier "
-                    f"positions of its input reversed, its output at the last position changes "
-                    f"(relative effect {num(effect, dtype)}{where}); attention with no position of its own "
-                    f"would not move" + (f"; {how}" if how else "")
-                )
-    return ev, name, tested
+            if effect > (v.tol.loose if dtype == v.dtype else 1e-4):
+                moved.append((s, effect, dtype, where))
+    if not moved:
+        return ev, "", tested
+    calls, layout, short = _long_calls(v, [s for s, *_ in moved])
+    groups: dict[str, list] = {}
+    for s, effect, dtype, where in moved:
+        call = calls[id(s.module)]
+        mech = observe_mechanism(s.module, call, layout, s.residual_of(call), seed=v.seed)
+        groups.setdefault(mech.label(), []).append((s, effect, dtype, where, mech))
+    names = []
+    for label, members in groups.items():
+        s, effect, dtype, where, mech = members[0]
+        others = [m[0].name for m in members[1:]]
+        ev.append(
+            f"{s.name} ({type(s.module).__name__}) sees order by itself: with the earlier "
+            f"positions of its input reversed, its output at the last position changes "
+            f"(relative effect {num(effect, dtype)}{where}); attention with no position of its own "
+            f"would not move. What it does with position, on a float64 copy{short}: "
+            + "; ".join(mech.notes)
+            + (f". The same in {', '.join(others)}" if others else "")
+        )
+        where_in = (
+            f" in {', '.join(m[0].name for m in members)}"
+            if len(groups) > 1 or len(members) < len(tested)
+            else ""
+        )
+        names.append(label + where_in)
+    return ev, "; ".join(names), tested
 
 
 def check_k1(v: ModelView) -> CheckResult:
@@ -222,11 +233,7 @@ def check_k1(v: ModelView) -> CheckResult:
         ", ".join(tested[:4]) + (" ..." if len(tested) > 4 else "") or "none found"
     )
     if mechanism:
-        label = {
-            "rotary": "rotary",
-            "ALiBi": "ALiBi-style: a bias on the scores by distance",
-            "unnamed": "a mechanism of its own",
-        }[mechanism]
+        label = mechanism
         finding = (
             f"position enters inside attention ({label}), not added to the token embeddings: the "
             f"sheet's rule fails"

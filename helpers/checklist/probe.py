@@ -224,10 +224,17 @@ class Hooks:
         return calls[0] if calls else None
 
 
-def replay(call: Call, new_x: torch.Tensor | None = None, others: dict | None = None, module=None):
+def replay(
+    call: Call,
+    new_x: torch.Tensor | None = None,
+    others: dict | None = None,
+    module=None,
+    grad: bool = False,
+):
     """Call ``call.module`` (or ``module``, a copy of it) again with the same arguments: every
     occurrence of the recorded input (``self_attn(x, x, x)`` has three) replaced by ``new_x``, and
-    every tensor whose ``id`` is a key of ``others`` by its value; returns the first output tensor."""
+    every tensor whose ``id`` is a key of ``others`` by its value; returns the first output tensor
+    (with ``grad=True`` recorded for autograd, so that a derivative in ``new_x`` can be taken)."""
     subs = dict(others or {})
     if new_x is not None:
         subs[id(call.x)] = new_x
@@ -241,7 +248,7 @@ def replay(call: Call, new_x: torch.Tensor | None = None, others: dict | None = 
 
     args = tuple(sub(a) for a in call.args)
     kwargs = {k: sub(v) for k, v in call.kwargs.items()}
-    with torch.no_grad():
+    with torch.enable_grad() if grad else torch.no_grad():
         return first_tensor((module or call.module)(*args, **kwargs))
 
 
