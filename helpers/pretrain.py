@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from . import _validate as check
-from .model import TransformerLM
+from .model import INITS, TransformerLM
 from .reproducible import default_dtype
 from .text import CharTokenizer, load_text, ngram_loss, split_ids
 from .training import TrainingRun
@@ -117,9 +117,11 @@ class Corpus:
 @dataclass(frozen=True)
 class PretrainConfig:
     """Lesson 9. Everything a :class:`Pretraining` run depends on besides the text and the number
-    of steps. The model options (``positional``, ``norm``, ``activation``, ``tie_weights``) default
-    to :class:`TransformerLM`'s coherent defaults (C8.6); ``block_size`` is the training context,
-    and the model's ``max_len``."""
+    of steps. The model options (``positional``, ``norm``, ``activation``, ``tie_weights``) are
+    :class:`TransformerLM`'s; ``init`` and ``scale_embeddings`` default (None) to its coherent
+    defaults for the position scheme (C8.6); ``block_size`` is the training context, and the
+    model's ``max_len``. ``seed`` seeds the batches and, unless ``init_seed`` is given, the
+    initial weights (C9.3's A/A runs keep the batches and change the weights)."""
 
     d_model: int = 48
     n_layers: int = 2
@@ -134,6 +136,9 @@ class PretrainConfig:
     activation: str = "gelu"
     tie_weights: bool = True
     dtype: torch.dtype = torch.float64
+    init: str | None = None
+    scale_embeddings: bool | None = None
+    init_seed: int | None = None
 
     def __post_init__(self):
         for name in ("d_model", "n_layers", "n_heads", "batch_size", "eval_every"):
@@ -145,9 +150,20 @@ class PretrainConfig:
             raise TypeError(f"tie_weights must be True or False, got {self.tie_weights!r}")
         if self.dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {self.dtype!r}")
+        if self.init is not None:
+            check.choice("init", self.init, INITS)
+        if self.scale_embeddings is not None and not isinstance(self.scale_embeddings, bool):
+            raise TypeError(
+                f"scale_embeddings must be True, False or None (the default for the position "
+                f"scheme), got {self.scale_embeddings!r}"
+            )
+        if self.init_seed is not None:
+            check.positive_int("init_seed", self.init_seed, minimum=0)
 
     def model_options(self) -> dict:
-        return {k: getattr(self, k) for k in ("positional", "norm", "activation", "tie_weights")}
+        """The :class:`TransformerLM` options (those left None take the model's own defaults)."""
+        keys = ("positional", "norm", "activation", "tie_weights", "init", "scale_embeddings")
+        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
 
 
 #: The lesson's run (C9.1): chosen by measurement on a 2-core machine, one thread, float64, where
@@ -199,7 +215,7 @@ class Pretraining(TrainingRun):
                 f"({len(corpus.val_ids)}): give the Corpus more val_tokens"
             )
         with torch.random.fork_rng(devices=[]):  # the caller's random state is left alone
-            torch.manual_seed(c.seed)
+            torch.manual_seed(c.seed if c.init_seed is None else c.init_seed)
             with default_dtype(c.dtype):
                 model = TransformerLM(
                     corpus.tokenizer.vocab_size,

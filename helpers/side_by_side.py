@@ -1,10 +1,28 @@
-"""Lesson 9 (C9.3): the sheet's choices trained side by side at equal budget.
+"""Lesson 9 (C9.3): the sheet's choices trained side by side at equal budget, one factor at a time,
+with verdicts from a rule whose false-alarm rate is measured.
 
-One factor at a time from the course's default model (sinusoidal position, pre-norm, tied,
-GELU), each choice trained by :class:`helpers.pretrain.Pretraining` at the same budget (same
-steps, batches and seeds), evaluated on the same held-out text; the positional choices also at
-twice the training length, where a learned table cannot run at all (C4.4, C4.7).
-``tools/side_by_side.py`` runs the full grid and writes ``docs/SIDE_BY_SIDE.md``.
+The base model is the course's default: sinusoidal position, pre-norm, tied, GELU, and the
+initialization that goes with sinusoidal position (Xavier-normal weights, token vectors
+N(0, 1/d_model) multiplied by sqrt(d_model), C8.6). **Each row differs from the base in its named
+factor only**: the initialization and the embedding scale are *held at the base's* in every row
+of the sheet's four factors (so the learned table and rotary are trained with Xavier weights and
+scaled embeddings too, not with their own coherent defaults). The initialization is then made a
+factor of its own, and the position factor is shown both ways: once more with GPT-2's
+N(0, 0.02^2) weights and no scaling for all three schemes (:data:`FACTORS`, "initialization" and
+"position, GPT-2 init").
+
+Every run has the same size, steps and held-out text; seed s gives every choice the same batches
+in the same order and the same initial draws where the shapes agree (:class:`helpers.pretrain.
+Pretraining`). Within a factor each choice is compared with the factor's first choice by the
+paired differences of their final held-out losses, seed by seed, and judged by
+:func:`helpers.paired.decide` (all of one sign, mean beyond 2 standard errors; its false-alarm
+rate :func:`helpers.paired.null_rate`). The **A/A runs** train the base model again with the same
+batches (seed s) and another initial draw (``init_seed = 1000 m + s`` for the m-th comparison):
+what differs between two choices under one seed, with no choice changed. The rule applied to them
+(:meth:`SideBySide.aa_rate`) measures its false-alarm rate on this task.
+
+``tools/side_by_side.py`` runs the full grid and ships it as ``helpers/data/side_by_side.json``;
+:func:`load_side_by_side` reads it back.
 """
 
 from __future__ import annotations
@@ -13,23 +31,65 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from . import _validate as check
+from .paired import MIN_SEEDS, AARate, Verdict, aa_rate, decide, null_rate, paired_differences
 from .positional import PositionOutOfRange
 from .pretrain import Corpus, PretrainConfig, Pretraining, _settings
 from .printing import fmt
 from .reproducible import one_thread as _one_thread
 from .training import evaluate
 
-__all__ = ["FACTORS", "SMALL_GRID", "GridRun", "SideBySide", "side_by_side"]
+__all__ = [
+    "BASE_INIT",
+    "GPT2_INIT",
+    "FACTORS",
+    "SHEET_FACTORS",
+    "SMALL_GRID",
+    "AA_INIT_OFFSET",
+    "GridRun",
+    "SideBySide",
+    "side_by_side",
+]
 
+#: The base model's initialization (sinusoidal's coherent default, C8.6), held in every row of
+#: the sheet's factors; and GPT-2's, the other way the position factor is shown.
+BASE_INIT = {"init": "xavier", "scale_embeddings": True}
+GPT2_INIT = {"init": "gpt2", "scale_embeddings": False}
 
-#: C9.3: each factor and its choices, the first being the base model's (the course's default:
-#: sinusoidal, pre-norm, tied, GELU); each maps to the :class:`PretrainConfig` field it sets.
+#: C9.3: each factor, its choices and the :class:`PretrainConfig` fields each choice sets on top
+#: of the base model; the first choice of a factor is what its other choices are compared with.
 FACTORS = {
-    "position": ("positional", {"sinusoidal": "sinusoidal", "learned": "learned", "rotary": "rotary"}),
-    "norm placement": ("norm", {"pre-norm": "pre", "post-norm": "post"}),
-    "tying": ("tie_weights", {"tied": True, "untied": False}),
-    "activation": ("activation", {"GELU": "gelu", "ReLU": "relu", "SwiGLU": "swiglu"}),
-}  # fmt: skip
+    "position": {
+        "sinusoidal": {"positional": "sinusoidal"},
+        "learned": {"positional": "learned"},
+        "rotary": {"positional": "rotary"},
+    },
+    "norm placement": {"pre-norm": {"norm": "pre"}, "post-norm": {"norm": "post"}},
+    "tying": {"tied": {"tie_weights": True}, "untied": {"tie_weights": False}},
+    "activation": {
+        "GELU": {"activation": "gelu"},
+        "ReLU": {"activation": "relu"},
+        "SwiGLU": {"activation": "swiglu"},
+    },
+    "initialization": {"Xavier, x sqrt(d)": dict(BASE_INIT), "GPT-2, unscaled": dict(GPT2_INIT)},
+    "position, GPT-2 init": {
+        "sinusoidal": {"positional": "sinusoidal", **GPT2_INIT},
+        "learned": {"positional": "learned", **GPT2_INIT},
+        "rotary": {"positional": "rotary", **GPT2_INIT},
+    },
+}
+#: The sheet's four factors (the notebook's small grid); the tool adds the initialization ones.
+SHEET_FACTORS = ("position", "norm placement", "tying", "activation")
+_POSITION_FACTORS = ("position", "position, GPT-2 init")
+_CHOSEN = ("positional", "norm", "activation", "tie_weights", "init", "scale_embeddings")
+_BASE = {
+    "positional": "sinusoidal",
+    "norm": "pre",
+    "activation": "gelu",
+    "tie_weights": True,
+    **BASE_INIT,
+}
+#: The A/A runs' initial draws: ``init_seed = AA_INIT_OFFSET * m + s`` for comparison m = 1, 2, ...
+AA_INIT_OFFSET = 1000
 
 #: The notebook's small grid: tiny models and a few steps, so that the whole grid (7 models,
 #: 2 seeds) trains in about ten seconds here. tools/side_by_side.py runs the full one.
@@ -40,8 +100,9 @@ SMALL_GRID = dict(
 
 @dataclass
 class GridRun:
-    """Lesson 9 (C9.3). One trained model of the grid, summarized: its held-out curve, its final
-    held-out loss, at twice the training length (None with the reason when it cannot run)."""
+    """Lesson 9 (C9.3). One trained model of the grid, summarized: its seeds (batches, initial
+    weights), its held-out curve, its final held-out loss, at ``long_factor`` times the training
+    length (None with the reason when it cannot run; shown for the position rows)."""
 
     seed: int
     n_parameters: int
@@ -51,27 +112,84 @@ class GridRun:
     seconds: float
     loss_at_long: float | None = None
     long_note: str = ""
+    init_seed: int | None = None
+    options: dict = field(default_factory=dict)  # the model's choices: position ... init
+
+    def __post_init__(self):
+        if self.init_seed is None:
+            self.init_seed = self.seed
 
 
 @dataclass
 class SideBySide:
     """Lesson 9 (C9.3). What :func:`side_by_side` trained: ``runs[(factor, choice)]`` the runs of
-    one choice (one per seed; the base model's runs are shared by the first choice of every
-    factor), the settings, the steps and the baselines."""
+    one choice (one per seed; identical configurations share their runs, so the base model's
+    runs are the first choice of every sheet factor), ``aa_runs[m]`` the m-th A/A comparison's
+    base runs (same batches, another initial draw), the settings, the steps and the baselines.
+    ``k`` is the rule's number of standard errors (:func:`helpers.paired.decide`)."""
 
     base: PretrainConfig
     steps: int
     seeds: tuple[int, ...]
     long_factor: int
     runs: dict[tuple[str, str], list[GridRun]] = field(default_factory=dict)
+    base_runs: list[GridRun] = field(default_factory=list)
+    aa_runs: list[list[GridRun]] = field(default_factory=list)
     baselines: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    k: float = 2.0
 
+    # -- the comparisons ----------------------------------------------------------------------
+    def factors(self) -> list[str]:
+        return list(dict.fromkeys(f for f, _ in self.runs))
+
+    def reference(self, factor: str) -> str:
+        """The choice a factor's other choices are compared with (its first)."""
+        return next(c for f, c in self.runs if f == factor)
+
+    def finals(self, factor: str, choice: str) -> list[float]:
+        """The final held-out loss of each seed, in the order of ``seeds``."""
+        return [r.val_loss for r in self._runs(factor, choice)]
+
+    def _runs(self, factor: str, choice: str) -> list[GridRun]:
+        if (factor, choice) not in self.runs:
+            raise ValueError(f"no row ({factor!r}, {choice!r}); rows: {list(self.runs)}")
+        return self.runs[(factor, choice)]
+
+    def differences(self, factor: str, choice: str) -> list[float]:
+        """Seed by seed: this choice's final loss minus the factor's first choice's."""
+        return paired_differences(
+            self.finals(factor, self.reference(factor)), self.finals(factor, choice)
+        )
+
+    def verdict(self, factor: str, choice: str) -> Verdict | None:
+        """:func:`helpers.paired.decide` on :meth:`differences`; None for the factor's first
+        choice and with fewer than :data:`~helpers.paired.MIN_SEEDS` seeds."""
+        if choice == self.reference(factor) or len(self.seeds) < MIN_SEEDS:
+            return None
+        return decide(self.differences(factor, choice), self.k)
+
+    def aa_differences(self) -> list[list[float]]:
+        """Each A/A comparison's paired differences against the base model's runs."""
+        base = [r.val_loss for r in self.base_runs]
+        return [paired_differences(base, [r.val_loss for r in aa]) for aa in self.aa_runs]
+
+    def aa_rate(self) -> AARate | None:
+        """The rule on the A/A comparisons (None without A/A runs or with too few seeds)."""
+        if not self.aa_runs or len(self.seeds) < MIN_SEEDS:
+            return None
+        return aa_rate(self.aa_differences(), self.k)
+
+    # -- tables -------------------------------------------------------------------------------
     def table(self) -> list[dict]:
         """One row per (factor, choice): ``factor``, ``choice``, ``seeds``, ``parameters``,
-        ``mean`` and ``spread`` (max - min over the seeds) of the final held-out loss, and for
-        the position rows ``at_long`` (the mean loss at ``long_factor`` times the training
-        length) or ``long_note`` (why it could not be measured)."""
+        ``finals`` (one per seed), ``mean`` and ``spread`` (max - min over the seeds) of the final
+        held-out loss; ``differences`` (seed by seed, minus the factor's first choice),
+        ``mean_difference``, ``se`` and ``verdict`` ("lower", "higher", "cannot tell apart at this
+        size", "" for the first choice, "too few seeds" under 3); for the position rows
+        ``at_long`` (the mean loss at ``long_factor`` times the training length, per seed in
+        ``long``) or ``long_note`` (why it could not be measured)."""
         rows = []
         for (factor, choice), runs in self.runs.items():
             finals = [r.val_loss for r in runs]
@@ -80,15 +198,28 @@ class SideBySide:
                 "choice": choice,
                 "seeds": [r.seed for r in runs],
                 "parameters": runs[0].n_parameters,
+                "finals": finals,
                 "mean": sum(finals) / len(finals),
                 "spread": max(finals) - min(finals),
+                "differences": None,
+                "mean_difference": None,
+                "se": None,
+                "verdict": "",
                 "at_long": None,
+                "long": None,
                 "long_note": "",
             }
-            if factor == "position":
+            if choice != self.reference(factor):
+                d = self.differences(factor, choice)
+                row["differences"] = d
+                row["mean_difference"] = sum(d) / len(d)
+                v = self.verdict(factor, choice)
+                row["se"] = v.se if v else None
+                row["verdict"] = v.text if v else f"too few seeds ({len(self.seeds)})"
+            if factor in _POSITION_FACTORS:
                 longs = [r.loss_at_long for r in runs]
                 if all(x is not None for x in longs):
-                    row["at_long"] = sum(longs) / len(longs)
+                    row["at_long"], row["long"] = sum(longs) / len(longs), longs
                 else:
                     row["long_note"] = runs[0].long_note
             rows.append(row)
@@ -102,41 +233,114 @@ class SideBySide:
         raise ValueError(f"no row ({factor!r}, {choice!r}); rows: {list(self.runs)}")
 
     def lines(self, decimals: int = 3) -> list[str]:
-        """The table as aligned text lines (losses printed with :func:`helpers.printing.fmt`)."""
+        """The table as aligned text lines (losses printed with :func:`helpers.printing.fmt`):
+        the mean over seeds, the spread, the mean paired difference from the factor's first
+        choice and the rule's verdict, and the loss at ``long_factor`` times the length."""
         long = f"at {self.long_factor}x length"
         out = [
-            f"{'factor':<15}{'choice':<11}{'params':>8}{'mean':>8}{'spread':>8}  {long}",
+            f"{'factor':<21}{'choice':<18}{'params':>8}{'mean':>8}{'spread':>8}"
+            f"{'diff':>8}  {'verdict':<31}{long}",
         ]
         for r in self.table():
             at_long = fmt(r["at_long"], decimals=decimals) if r["at_long"] is not None else ""
             if r["long_note"]:
                 at_long = r["long_note"]
+            diff = (
+                "" if r["mean_difference"] is None else fmt(r["mean_difference"], decimals=decimals)
+            )
             out.append(
-                f"{r['factor']:<15}{r['choice']:<11}{r['parameters']:>8,}"
+                f"{r['factor']:<21}{r['choice']:<18}{r['parameters']:>8,}"
                 f"{fmt(r['mean'], decimals=decimals):>8}{fmt(r['spread'], decimals=decimals):>8}"
-                f"  {at_long}"
+                f"{diff:>8}  {r['verdict']:<31}{at_long}"
             )
         return out
 
     def markdown(self, decimals: int = 3) -> str:
-        """The table in Markdown (the format tools/side_by_side.py writes)."""
+        """The table in Markdown (the format tools/side_by_side.py writes): per-seed finals,
+        paired differences and verdicts."""
         long = f"held-out loss at {self.long_factor}x the training length"
         head = (
-            f"| factor | choice | seeds | parameters | mean held-out loss | spread (max - min) "
-            f"| {long} |\n|---|---|---|---:|---:|---:|---|"
+            f"| factor | choice | parameters | final held-out loss per seed | mean | "
+            f"paired difference per seed | mean difference (SE) | verdict | {long} |\n"
+            f"|---|---|---:|---|---:|---|---:|---|---|"
         )
         body = []
         for r in self.table():
             if r["at_long"] is not None:
                 at_long = fmt(r["at_long"], decimals=decimals)
             else:
-                at_long = r["long_note"] or "(not measured)"
+                at_long = r["long_note"] or ""
+            finals = ", ".join(fmt(x, decimals=decimals) for x in r["finals"])
+            diffs = (
+                ", ".join(_signed(x, decimals) for x in r["differences"])
+                if r["differences"] is not None
+                else "(the factor's reference)"
+            )
+            mean_d = ""
+            if r["mean_difference"] is not None:
+                mean_d = _signed(r["mean_difference"], decimals)
+                if r["se"] is not None:
+                    mean_d += f" ({fmt(r['se'], decimals=decimals)})"
             body.append(
-                f"| {r['factor']} | {r['choice']} | {', '.join(map(str, r['seeds']))} "
-                f"| {r['parameters']:,} | {fmt(r['mean'], decimals=decimals)} "
-                f"| {fmt(r['spread'], decimals=decimals)} | {at_long} |"
+                f"| {r['factor']} | {r['choice']} | {r['parameters']:,} | {finals} "
+                f"| {fmt(r['mean'], decimals=decimals)} | {diffs} | {mean_d} | {r['verdict']} "
+                f"| {at_long} |"
             )
         return "\n".join([head, *body])
+
+    # -- shipping -----------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Everything the grid measured, as JSON-ready values (see :meth:`from_dict`)."""
+        base = {k: v for k, v in asdict(self.base).items() if k != "dtype"}
+        base["dtype"] = str(self.base.dtype).replace("torch.", "")
+        return {
+            "base": base,
+            "steps": self.steps,
+            "seeds": list(self.seeds),
+            "long_factor": self.long_factor,
+            "k": self.k,
+            "baselines": dict(self.baselines),
+            "rows": [
+                {"factor": f, "choice": c, "runs": [asdict(r) for r in runs]}
+                for (f, c), runs in self.runs.items()
+            ],
+            "base_runs": [asdict(r) for r in self.base_runs],
+            "aa_runs": [[asdict(r) for r in aa] for aa in self.aa_runs],
+            "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SideBySide:
+        """The grid :meth:`to_dict` wrote (runs shared by several rows are shared again)."""
+        import torch
+
+        base = dict(data["base"])
+        base["dtype"] = getattr(torch, base["dtype"])
+        grid = cls(
+            base=PretrainConfig(**base),
+            steps=data["steps"],
+            seeds=tuple(data["seeds"]),
+            long_factor=data["long_factor"],
+            baselines=dict(data["baselines"]),
+            seconds=data["seconds"],
+            cpu_seconds=data["cpu_seconds"],
+            k=data["k"],
+        )
+        seen: dict[str, list[GridRun]] = {}
+        for row in data["rows"]:
+            runs = [GridRun(**r) for r in row["runs"]]
+            key = repr([asdict(r) for r in runs])
+            grid.runs[(row["factor"], row["choice"])] = seen.setdefault(key, runs)
+        base_runs = [GridRun(**r) for r in data["base_runs"]]
+        grid.base_runs = seen.get(repr([asdict(r) for r in base_runs]), base_runs)
+        grid.aa_runs = [[GridRun(**r) for r in aa] for aa in data["aa_runs"]]
+        return grid
+
+
+def _signed(x: float, decimals: int) -> str:
+    text = fmt(x, decimals=decimals)
+    return text if text.startswith("-") else "+" + text
 
 
 def _grid_run(run: Pretraining, long_factor: int) -> GridRun:
@@ -147,6 +351,8 @@ def _grid_run(run: Pretraining, long_factor: int) -> GridRun:
         val_losses=list(run.result.val_losses),
         val_loss=run.val_loss,
         seconds=run.seconds,
+        init_seed=run.config.seed if run.config.init_seed is None else run.config.init_seed,
+        options={f: getattr(run.config, f) for f in _CHOSEN},
     )
     long = run.config.block_size * long_factor
     if len(run.corpus.val_ids) < long + 1:
@@ -156,8 +362,25 @@ def _grid_run(run: Pretraining, long_factor: int) -> GridRun:
         with _one_thread():
             summary.loss_at_long = evaluate(run.model, run.corpus.val_ids, long)
     except PositionOutOfRange:
-        summary.long_note = f"cannot run: the learned table has rows for positions 0..{run.config.block_size - 1} only"
+        summary.long_note = (
+            f"cannot run: the learned table has rows for positions 0..{run.config.block_size - 1} "
+            "only"
+        )
     return summary
+
+
+def _seeds(seeds) -> tuple[int, ...]:
+    if isinstance(seeds, int | str) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"seeds must be a list of whole numbers, got {seeds!r}")
+    seeds = tuple(check.positive_int("each seed", s, minimum=0) for s in seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be one or more distinct whole numbers, got {list(seeds)}")
+    if max(seeds) >= AA_INIT_OFFSET:
+        raise ValueError(
+            f"seeds must be below {AA_INIT_OFFSET} (the A/A runs' initial draws start there), "
+            f"got {list(seeds)}"
+        )
+    return seeds
 
 
 def side_by_side(
@@ -166,61 +389,99 @@ def side_by_side(
     corpus: Corpus | None = None,
     factors=None,
     long_factor: int = 2,
+    aa: int = 0,
+    k: float = 2.0,
     **settings,
 ) -> SideBySide:
     """Lesson 9 (C9.3). Train the sheet's choices side by side at equal budget, one factor at a
-    time from the base model (``settings``: the fields of :class:`PretrainConfig`, default
-    :data:`SMALL_GRID`; its model options are the first choice of each factor in
-    :data:`FACTORS`): every run has the same size, steps, batches and held-out text; each seed
-    of ``seeds`` sets the initial weights and the batches. ``factors`` (default: all four of
-    :data:`FACTORS`) picks some. The position rows are also measured at ``long_factor`` times
-    the training length (the sinusoidal table and rotary are defined there; a learned table is
-    not, and the row says so).
+    time from the base model (``settings``: the fields of :class:`PretrainConfig` other than the
+    grid's own choices, default :data:`SMALL_GRID`): every run has the same size, steps, batches
+    and held-out text; seed s of ``seeds`` sets the batches and the initial weights of every
+    choice. ``factors`` (default :data:`SHEET_FACTORS`; any of :data:`FACTORS`) picks the factors.
+    The position rows are also measured at ``long_factor`` times the training length (the
+    sinusoidal table and rotary are defined there; a learned table is not, and the row says so).
+    ``aa`` A/A comparisons train the base model again per seed with the same batches and the
+    initial draw ``init_seed = 1000 m + s`` (m = 1..aa). ``k``: the rule's standard errors.
 
-    Returns a :class:`SideBySide`: ``.table()``, ``.lines()``, ``.markdown()``, and the curves
-    in ``.runs`` (:func:`plot_side_by_side`).
+    Returns a :class:`SideBySide`: ``.table()``, ``.lines()``, ``.markdown()``, the verdicts
+    (``.verdict(factor, choice)``), the A/A rate (``.aa_rate()``) and the curves in ``.runs``
+    (:func:`helpers.plots.pretrain.plot_side_by_side`).
     """
     steps = check.positive_int("steps", steps)
     long_factor = check.positive_int("long_factor", long_factor, minimum=2)
-    if isinstance(seeds, int | str) or not hasattr(seeds, "__iter__"):
-        raise TypeError(f"seeds must be a list of whole numbers, got {seeds!r}")
-    seeds = tuple(check.positive_int("each seed", s, minimum=0) for s in seeds)
-    if not seeds or len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds must be one or more distinct whole numbers, got {list(seeds)}")
-    factors = list(FACTORS) if factors is None else list(factors)
+    aa = check.positive_int("aa", aa, minimum=0)
+    seeds = _seeds(seeds)
+    if isinstance(k, bool) or not isinstance(k, int | float) or not k > 0:
+        raise ValueError(f"k (standard errors) must be a positive number, got {k!r}")
+    factors = list(SHEET_FACTORS) if factors is None else list(factors)
     if not factors:
         raise ValueError("factors must name at least one factor of FACTORS")
     for f in factors:
         check.choice("each factor", f, tuple(FACTORS))
     given = {**SMALL_GRID, **settings}
-    clash = sorted(set(given) & {FACTORS[f][0] for f in FACTORS})
+    clash = sorted(set(given) & {*_CHOSEN, "init_seed"})
     if clash:
         raise TypeError(
-            f"the base model's {clash} are the grid's own choices (the first of each factor in "
-            "FACTORS); leave them out"
+            f"the base model's {clash} are the grid's own choices (the base model is "
+            "sinusoidal, pre-norm, tied, GELU with Xavier init and scaled embeddings); leave "
+            "them out"
         )
-    base = _settings({**given, "seed": seeds[0]})
+    base = _settings({**given, **_BASE, "seed": seeds[0]})
     corpus = Corpus.from_text() if corpus is None else corpus
     if not isinstance(corpus, Corpus):
         raise TypeError(f"corpus must be a helpers.pretrain.Corpus, got {type(corpus).__name__}")
     grid = SideBySide(
-        base=base, steps=steps, seeds=seeds, long_factor=long_factor, baselines=corpus.baselines
+        base=base,
+        steps=steps,
+        seeds=seeds,
+        long_factor=long_factor,
+        baselines=corpus.baselines,
+        k=float(k),
     )
-    start = time.perf_counter()
-    done: dict[tuple, list[GridRun]] = {}  # the base model is trained once, shared by the factors
+    start, cpu = time.perf_counter(), time.process_time()
+    done: dict[tuple, list[GridRun]] = {}  # identical configurations are trained once
+
+    def train(config: PretrainConfig) -> GridRun:
+        run = Pretraining(corpus, **asdict(config)).train(steps, "none")
+        return _grid_run(run, long_factor)
+
+    def key(config: PretrainConfig) -> tuple:
+        return tuple((f, getattr(config, f)) for f in _CHOSEN)
+
     for factor in factors:
-        field_name, choices = FACTORS[factor]
-        for choice, value in choices.items():
-            config = replace(base, **{field_name: value})
-            key = tuple(sorted(config.model_options().items()))
-            if key not in done:
-                done[key] = [
-                    _grid_run(
-                        Pretraining(corpus, **{**asdict(config), "seed": s}).train(steps, "none"),
-                        long_factor,
-                    )
-                    for s in seeds
-                ]
-            grid.runs[(factor, choice)] = done[key]
+        for choice, fields in FACTORS[factor].items():
+            config = replace(base, **fields)
+            if key(config) not in done:
+                done[key(config)] = [train(replace(config, seed=s)) for s in seeds]
+            grid.runs[(factor, choice)] = done[key(config)]
+    if key(base) in done or aa:
+        if key(base) not in done:
+            done[key(base)] = [train(replace(base, seed=s)) for s in seeds]
+        grid.base_runs = done[key(base)]
+    for m in range(1, aa + 1):
+        grid.aa_runs.append(
+            [train(replace(base, seed=s, init_seed=AA_INIT_OFFSET * m + s)) for s in seeds]
+        )
     grid.seconds = time.perf_counter() - start
+    grid.cpu_seconds = time.process_time() - cpu
     return grid
+
+
+def rule_summary(grid: SideBySide) -> str:
+    """The rule and its false-alarm rate, claimed and (with A/A runs) measured, in one line."""
+    n = len(grid.seeds)
+    if n < MIN_SEEDS:
+        return f"{n} seed(s): too few for the rule (it needs {MIN_SEEDS}); no verdicts at this size"
+    text = (
+        f"rule: all {n} paired differences of one sign and the mean beyond {grid.k:g} standard "
+        f"errors; false-alarm rate {null_rate(n, grid.k):.1%} if a choice changes nothing "
+        "(Gaussian noise)"
+    )
+    rate = grid.aa_rate()
+    if rate is not None:
+        lo, hi = rate.interval
+        text += (
+            f"; measured on {rate.comparisons} A/A comparisons: {rate.alarms} alarm(s), "
+            f"{rate.rate:.0%} (95% interval {lo:.0%} to {hi:.0%})"
+        )
+    return text

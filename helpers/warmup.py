@@ -1,5 +1,8 @@
 """Lesson 5 (C5.7): a learning-rate warm-up, and a small training run that asks whether post-norm
-needs it and pre-norm does not (the consequence Xiong et al. 2020 draw from C5.6).
+needs it and pre-norm does not (the consequence Xiong et al. 2020 draw from C5.6); and the
+experiment behind the claim, declared before it ran (:data:`SWEEP`, :func:`warmup_sweep`): the
+three runs at each of three learning rates, over five seeds, with paired verdicts
+(:func:`helpers.paired.decide`) and A/A runs that measure the rule's false-alarm rate.
 
     linear warm-up   lr_t = lr * min(1, (t + 1) / warmup_steps)      t = 0, 1, ..., steps - 1
                      (warmup_steps = 0: lr_t = lr from the first step)
@@ -12,15 +15,31 @@ updates, which is what warm-up is for, and would blur the comparison.
 
 from __future__ import annotations
 
+import math
+import time
+from dataclasses import dataclass
+
 import torch
 
 from . import _validate as check
 from .model import TransformerLM
+from .paired import AARate, Verdict, aa_rate, decide, paired_differences
+from .printing import fmt
 from .reproducible import default_dtype
-from .text import CharTokenizer, load_text, split_ids
+from .text import CharTokenizer, load_text, ngram_loss, split_ids
 from .training import Schedule, TrainResult, train_lm
 
-__all__ = ["warmup_lr", "train_with_warmup", "WARMUP_RUNS", "compare_warmup"]
+__all__ = [
+    "warmup_lr",
+    "train_with_warmup",
+    "WARMUP_RUNS",
+    "compare_warmup",
+    "SWEEP",
+    "SWEEP_COMPARISONS",
+    "LIVE_SWEEP",
+    "WarmupSweep",
+    "warmup_sweep",
+]
 
 #: The three runs of C5.7: (norm placement, with warm-up?).
 WARMUP_RUNS = {
@@ -85,11 +104,14 @@ def compare_warmup(
     block_size: int = 16,
     seed: int = 0,
     dtype: torch.dtype | None = torch.float64,
+    init_seed: int | None = None,
+    runs=None,
 ) -> dict[str, TrainResult]:
-    """Lesson 5 (C5.7). The three runs of :data:`WARMUP_RUNS` on the shipped text (character
-    level, last 10% held out), each a :class:`TransformerLM` with the course's defaults
-    (sinusoidal position, Xavier init, sqrt(d_model) scaling, GELU, tied), built after
-    ``torch.manual_seed(seed)`` and trained by :func:`train_with_warmup` on the same batches.
+    """Lesson 5 (C5.7). The three runs of :data:`WARMUP_RUNS` (or those named in ``runs``) on the
+    shipped text (character level, last 10% held out), each a :class:`TransformerLM` with the
+    course's defaults (sinusoidal position, Xavier init, sqrt(d_model) scaling, GELU, tied), built
+    after ``torch.manual_seed(seed)`` (``init_seed`` if given: the same batches, another initial
+    draw) and trained by :func:`train_with_warmup` on the same batches.
     Returns ``{run name: TrainResult}`` in the order of :data:`WARMUP_RUNS`. With
     ``dtype=torch.float64`` the models are drawn in float64 (float32 random draws differ between
     CPU kernel paths, float64 draws do not).
@@ -97,9 +119,15 @@ def compare_warmup(
     text = load_text()
     tokenizer = CharTokenizer(text)
     train_ids, val_ids = split_ids(tokenizer.encode(text))
+    names = list(WARMUP_RUNS) if runs is None else list(runs)
+    for name in names:
+        check.choice("each run", name, tuple(WARMUP_RUNS))
+    if init_seed is not None:
+        init_seed = check.positive_int("init_seed", init_seed, minimum=0)
     results = {}
-    for name, (norm, warm) in WARMUP_RUNS.items():
-        torch.manual_seed(seed)
+    for name in names:
+        norm, warm = WARMUP_RUNS[name]
+        torch.manual_seed(seed if init_seed is None else init_seed)
         with default_dtype(dtype or torch.get_default_dtype()):  # float64 draws: any CPU path
             model = TransformerLM(
                 tokenizer.vocab_size, d_model, n_layers, n_heads, max_len=block_size, norm=norm
@@ -109,3 +137,237 @@ def compare_warmup(
             block_size, seed, dtype,
         )  # fmt: skip
     return results
+
+
+#: C5.7's experiment as declared before it ran (tools/warmup_sweep.py runs exactly this): the
+#: three runs of :data:`WARMUP_RUNS` at each learning rate, each seed (batches and initial
+#: weights; the three runs of one seed share both), lesson 5's model and budget; ``aa`` A/A
+#: comparisons per (run, learning rate): the same run again with the same batches and the
+#: initial draw ``init_seed = 1000 m + seed``.
+SWEEP = dict(
+    seeds=(0, 1, 2, 3, 4),
+    lrs=(3e-3, 1e-2, 3e-2),
+    steps=120,
+    warmup_steps=40,
+    aa=2,
+    d_model=32,
+    n_layers=4,
+    n_heads=4,
+    batch_size=8,
+    block_size=16,
+)
+#: The comparisons the sweep decides at each learning rate: (reference, other); the paired
+#: difference is other minus reference, seed by seed.
+SWEEP_COMPARISONS = (
+    ("post-norm, no warm-up", "post-norm, warm-up"),
+    ("post-norm, no warm-up", "pre-norm, no warm-up"),
+    ("post-norm, warm-up", "pre-norm, no warm-up"),
+)
+#: The live run a lesson can afford (two runs of lesson 5's model, about 5 s of one core): the
+#: largest rate of the sweep, without warm-up, pre- against post-norm, seed 0.
+LIVE_SWEEP = dict(lr=3e-2, seed=0, runs=("post-norm, no warm-up", "pre-norm, no warm-up"))
+_AA_OFFSET = 1000
+
+
+def _lr_key(lr: float) -> str:
+    return f"{lr:g}"
+
+
+@dataclass
+class WarmupSweep:
+    """Lesson 5 (C5.7). What :func:`warmup_sweep` measured: ``finals[run][lr][i]`` the final
+    held-out loss of seed ``seeds[i]``, ``curves`` the training loss of every step (same
+    indexing), ``aa[run][lr][m][i]`` the m-th A/A comparison's finals (another initial draw, the
+    same batches), the ``unigram`` and ``uniform`` baselines on the held-out text, ``settings``
+    (:data:`SWEEP`'s fields) and the time it took."""
+
+    settings: dict
+    finals: dict[str, dict[str, list[float]]]
+    curves: dict[str, dict[str, list[list[float]]]]
+    aa: dict[str, dict[str, list[list[float]]]]
+    unigram: float
+    uniform: float
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    k: float = 2.0
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.settings["seeds"])
+
+    @property
+    def lrs(self) -> list[float]:
+        return list(self.settings["lrs"])
+
+    def final(self, run: str, lr: float) -> list[float]:
+        check.choice("run", run, tuple(self.finals))
+        key = _lr_key(lr)
+        if key not in self.finals[run]:
+            raise ValueError(f"lr must be one of the sweep's {self.lrs}, got {lr!r}")
+        return self.finals[run][key]
+
+    def differences(self, reference: str, other: str, lr: float) -> list[float]:
+        """Seed by seed: ``other``'s final loss minus ``reference``'s, at ``lr``."""
+        return paired_differences(self.final(reference, lr), self.final(other, lr))
+
+    def verdict(self, reference: str, other: str, lr: float) -> Verdict:
+        return decide(self.differences(reference, other, lr), self.k)
+
+    def aa_differences(self) -> list[list[float]]:
+        """Every A/A comparison's paired differences against its run's own seeds."""
+        out = []
+        for run, by_lr in self.aa.items():
+            for key, comparisons in by_lr.items():
+                for finals in comparisons:
+                    out.append(paired_differences(self.finals[run][key], finals))
+        return out
+
+    def aa_rate(self) -> AARate | None:
+        diffs = self.aa_differences()
+        return aa_rate(diffs, self.k) if diffs else None
+
+    def every_seed(self, reference: str, other: str, lr: float) -> str:
+        """ "lower" or "higher" when ``other`` is below or above ``reference`` for every seed,
+        else "mixed": what an assertion may claim (it holds for every seed or it is not said)."""
+        d = self.differences(reference, other, lr)
+        return "lower" if all(x < 0 for x in d) else "higher" if all(x > 0 for x in d) else "mixed"
+
+    def table(self) -> list[dict]:
+        """One row per (comparison, learning rate): the two runs' finals per seed, the paired
+        differences, their mean and SE, the rule's verdict and what holds for every seed."""
+        rows = []
+        for lr in self.lrs:
+            for ref, other in SWEEP_COMPARISONS:
+                v = self.verdict(ref, other, lr)
+                rows.append(
+                    {
+                        "lr": lr,
+                        "reference": ref,
+                        "other": other,
+                        "reference_finals": self.final(ref, lr),
+                        "other_finals": self.final(other, lr),
+                        "differences": list(v.differences),
+                        "mean_difference": v.mean,
+                        "se": v.se,
+                        "verdict": v.text,
+                        "every_seed": self.every_seed(ref, other, lr),
+                    }
+                )
+        return rows
+
+    def finals_markdown(self, decimals: int = 3) -> str:
+        """Every run's final held-out loss per seed at every learning rate, in Markdown."""
+        head = "| learning rate | run | final held-out loss per seed | mean |\n|---|---|---|---:|"
+        body = []
+        for lr in self.lrs:
+            for run in self.finals:
+                f = self.final(run, lr)
+                body.append(
+                    f"| {lr:g} | {run} | {', '.join(fmt(x, decimals=decimals) for x in f)} "
+                    f"| {fmt(sum(f) / len(f), decimals=decimals)} |"
+                )
+        return "\n".join([head, *body])
+
+    def markdown(self, decimals: int = 3) -> str:
+        """The comparisons in Markdown: paired differences per seed, mean (SE), verdict."""
+        head = (
+            "| learning rate | other minus reference | paired difference per seed "
+            "| mean (SE) | verdict | every seed |\n|---|---|---|---:|---|---|"
+        )
+        body = []
+        for r in self.table():
+            diffs = ", ".join(_signed(x, decimals) for x in r["differences"])
+            body.append(
+                f"| {r['lr']:g} | {r['other']} minus {r['reference']} | {diffs} "
+                f"| {_signed(r['mean_difference'], decimals)} ({fmt(r['se'], decimals=decimals)}) "
+                f"| {r['verdict']} | {r['every_seed']} |"
+            )
+        return "\n".join([head, *body])
+
+    def to_dict(self) -> dict:
+        return {
+            "settings": {**self.settings, "seeds": list(self.seeds), "lrs": list(self.lrs)},
+            "finals": self.finals,
+            "curves": self.curves,
+            "aa": self.aa,
+            "unigram": self.unigram,
+            "uniform": self.uniform,
+            "seconds": self.seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "k": self.k,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> WarmupSweep:
+        return cls(**data)
+
+
+def _signed(x: float, decimals: int) -> str:
+    text = fmt(x, decimals=decimals)
+    return text if text.startswith("-") else "+" + text
+
+
+def warmup_sweep(
+    seeds=SWEEP["seeds"],
+    lrs=SWEEP["lrs"],
+    steps: int = SWEEP["steps"],
+    warmup_steps: int = SWEEP["warmup_steps"],
+    aa: int = SWEEP["aa"],
+    runs=None,
+    k: float = 2.0,
+    **model,
+) -> WarmupSweep:
+    """Lesson 5 (C5.7). :func:`compare_warmup` for every learning rate of ``lrs`` and every seed
+    of ``seeds`` (defaults: :data:`SWEEP`, declared before it ran), plus ``aa`` A/A comparisons
+    per run and rate (the run again with the same batches and the initial draw ``1000 m + seed``).
+    ``model``: compare_warmup's size settings (d_model, n_layers, n_heads, batch_size,
+    block_size; default :data:`SWEEP`'s). ``runs`` picks some of :data:`WARMUP_RUNS`."""
+    if isinstance(seeds, int | str) or not hasattr(seeds, "__iter__"):
+        raise TypeError(f"seeds must be a list of whole numbers, got {seeds!r}")
+    seeds = [check.positive_int("each seed", s, minimum=0) for s in seeds]
+    if len(set(seeds)) != len(seeds) or not seeds or max(seeds) >= _AA_OFFSET:
+        raise ValueError(f"seeds must be distinct whole numbers below {_AA_OFFSET}, got {seeds}")
+    if isinstance(lrs, int | float | str) or not hasattr(lrs, "__iter__"):
+        raise TypeError(f"lrs must be a list of learning rates, got {lrs!r}")
+    lrs = [check.positive_float("each lr", lr) for lr in lrs]
+    if not lrs or len({_lr_key(x) for x in lrs}) != len(lrs):
+        raise ValueError(f"lrs must be one or more distinct learning rates, got {lrs}")
+    aa = check.positive_int("aa", aa, minimum=0)
+    unknown = sorted(set(model) - {"d_model", "n_layers", "n_heads", "batch_size", "block_size"})
+    if unknown:
+        raise TypeError(
+            f"unknown settings {unknown}; allowed: d_model, n_layers, n_heads, batch_size, "
+            "block_size"
+        )
+    size = {key: model.get(key, SWEEP[key]) for key in ("d_model", "n_layers", "n_heads")}
+    size |= {key: model.get(key, SWEEP[key]) for key in ("batch_size", "block_size")}
+    names = list(WARMUP_RUNS) if runs is None else list(runs)
+    start, cpu = time.perf_counter(), time.process_time()
+    finals = {n: {_lr_key(lr): [] for lr in lrs} for n in names}
+    curves = {n: {_lr_key(lr): [] for lr in lrs} for n in names}
+    aa_finals = {n: {_lr_key(lr): [[] for _ in range(aa)] for lr in lrs} for n in names}
+    for lr in lrs:
+        for seed in seeds:
+            kw = dict(steps=steps, warmup_steps=warmup_steps, lr=lr, seed=seed, runs=names, **size)
+            for name, r in compare_warmup(**kw).items():
+                finals[name][_lr_key(lr)].append(r.val_loss)
+                curves[name][_lr_key(lr)].append(list(r.train_losses))
+            for m in range(1, aa + 1):
+                again = compare_warmup(**kw, init_seed=_AA_OFFSET * m + seed)
+                for name, r in again.items():
+                    aa_finals[name][_lr_key(lr)][m - 1].append(r.val_loss)
+    text = load_text()
+    tokenizer = CharTokenizer(text)
+    train_ids, val_ids = split_ids(tokenizer.encode(text))
+    settings = dict(seeds=seeds, lrs=lrs, steps=steps, warmup_steps=warmup_steps, aa=aa, **size)
+    return WarmupSweep(
+        settings=settings,
+        finals=finals,
+        curves=curves,
+        aa=aa_finals,
+        unigram=ngram_loss(train_ids, val_ids, tokenizer.vocab_size, order=1),
+        uniform=math.log(tokenizer.vocab_size),
+        seconds=time.perf_counter() - start,
+        cpu_seconds=time.process_time() - cpu,
+        k=float(k),
+    )

@@ -16,6 +16,7 @@ import torch
 
 matplotlib.use("Agg")
 
+from helpers.paired import null_rate  # noqa: E402
 from helpers.plots.pretrain import plot_losses, plot_side_by_side  # noqa: E402
 from helpers.pretrain import (  # noqa: E402
     LESSON_CONFIG,
@@ -24,7 +25,16 @@ from helpers.pretrain import (  # noqa: E402
     Pretraining,
     pretrain,
 )
-from helpers.side_by_side import FACTORS, GridRun, SideBySide, side_by_side  # noqa: E402
+from helpers.side_by_side import (  # noqa: E402
+    AA_INIT_OFFSET,
+    BASE_INIT,
+    FACTORS,
+    SHEET_FACTORS,
+    GridRun,
+    SideBySide,
+    rule_summary,
+    side_by_side,
+)
 from helpers.text import load_text  # noqa: E402
 from helpers.training import train_char_model  # noqa: E402
 
@@ -251,11 +261,11 @@ def grid(corpus):
 def test_C9_3_one_factor_at_a_time_at_equal_budget(grid, corpus):
     rows = grid.table()
     assert [(r["factor"], r["choice"]) for r in rows] == [
-        (f, c) for f, (_, choices) in FACTORS.items() for c in choices
+        (f, c) for f in SHEET_FACTORS for c in FACTORS[f]
     ]
     base = grid.runs[("position", "sinusoidal")]
-    for factor in FACTORS:  # the base model is trained once and shared by every factor
-        first = next(iter(FACTORS[factor][1]))
+    for factor in SHEET_FACTORS:  # the base model is trained once and shared by every factor
+        first = next(iter(FACTORS[factor]))
         assert grid.runs[(factor, first)] is base
     for runs in grid.runs.values():
         assert [r.seed for r in runs] == [0, 1]
@@ -267,8 +277,81 @@ def test_C9_3_one_factor_at_a_time_at_equal_budget(grid, corpus):
     assert learned["parameters"] - tied["parameters"] == TINY["block_size"] * d
     for r in rows:
         finals = [x.val_loss for x in grid.runs[(r["factor"], r["choice"])]]
-        assert r["mean"] == pytest.approx(sum(finals) / 2)
+        assert r["finals"] == finals and r["mean"] == pytest.approx(sum(finals) / 2)
         assert r["spread"] == pytest.approx(max(finals) - min(finals))
+
+
+def test_C9_3_each_row_differs_from_the_base_in_its_named_factor_only(grid):
+    # the model options each run was built with: the factor's own fields changed, nothing else;
+    # in particular the initialization and embedding scale are the base's in every sheet row
+    base = grid.runs[("position", "sinusoidal")][0].options
+    assert {k: base[k] for k in BASE_INIT} == BASE_INIT
+    for (factor, choice), runs in grid.runs.items():
+        for r in runs:
+            changed = {k for k in base if r.options[k] != base[k]}
+            assert changed == {k for k, v in FACTORS[factor][choice].items() if base[k] != v}
+            assert {k: r.options[k] for k in BASE_INIT} == BASE_INIT, (factor, choice)
+
+
+def test_C9_3_initialization_is_a_factor_and_position_is_shown_both_ways(corpus):
+    g = side_by_side(
+        steps=2, seeds=(0,), corpus=corpus, factors=["initialization", "position, GPT-2 init"],
+        **TINY,
+    )  # fmt: skip
+    gpt2 = g.runs[("initialization", "GPT-2, unscaled")]
+    assert g.runs[("position, GPT-2 init", "sinusoidal")] is gpt2  # the group's reference
+    for choice in ("learned", "rotary"):
+        r = g.runs[("position, GPT-2 init", choice)][0]
+        assert (r.options["init"], r.options["scale_embeddings"]) == ("gpt2", False)
+    assert g.reference("position, GPT-2 init") == "sinusoidal"
+
+
+def test_C9_3_aa_runs_share_the_batches_and_change_the_initial_draw(corpus):
+    g = side_by_side(steps=4, seeds=(0, 1, 2), corpus=corpus, factors=["tying"], aa=2, **TINY)
+    base = g.runs[("tying", "tied")]
+    assert g.base_runs is base and len(g.aa_runs) == 2
+    for m, comparison in enumerate(g.aa_runs, start=1):
+        assert [r.seed for r in comparison] == [0, 1, 2]
+        assert [r.init_seed for r in comparison] == [AA_INIT_OFFSET * m + s for s in (0, 1, 2)]
+        assert all(r.options == base[0].options for r in comparison)
+        # another initial draw: the held-out loss differs already at step 0
+        assert all(
+            a.val_losses[0] != b.val_losses[0] for a, b in zip(comparison, base, strict=True)
+        )
+    diffs = g.aa_differences()
+    assert diffs[0] == [a.val_loss - b.val_loss for a, b in zip(g.aa_runs[0], base, strict=True)]
+    rate = g.aa_rate()
+    assert rate.comparisons == 2 and rate.claimed == null_rate(3)
+    assert "measured on 2 A/A comparisons" in rule_summary(g)
+
+
+def test_C9_3_verdicts_follow_the_rule_and_need_three_seeds(grid, corpus):
+    assert grid.verdict("tying", "untied") is None  # 2 seeds: the rule refuses
+    assert grid.row("tying", "untied")["verdict"] == "too few seeds (2)"
+    assert "too few for the rule" in rule_summary(grid)
+    g = side_by_side(steps=4, seeds=(0, 1, 2), corpus=corpus, factors=["tying"], **TINY)
+    v = g.verdict("tying", "untied")
+    d = g.differences("tying", "untied")
+    assert (
+        list(v.differences)
+        == d
+        == [
+            u.val_loss - t.val_loss
+            for t, u in zip(g.runs[("tying", "tied")], g.runs[("tying", "untied")], strict=True)
+        ]
+    )
+    assert g.row("tying", "untied")["verdict"] == v.text
+    assert g.verdict("tying", "tied") is None  # the reference is not compared with itself
+
+
+def test_C9_3_grid_round_trips_through_its_data(corpus):
+    import json
+
+    g = side_by_side(steps=2, seeds=(0, 1, 2), corpus=corpus, factors=["tying"], aa=1, **TINY)
+    back = SideBySide.from_dict(json.loads(json.dumps(g.to_dict())))
+    assert back.table() == g.table() and back.base == g.base
+    assert back.runs[("tying", "tied")] is back.base_runs  # shared runs are shared again
+    assert back.aa_differences() == g.aa_differences()
 
 
 def test_C9_3_past_the_training_length(grid):
@@ -289,10 +372,11 @@ def test_C9_3_runs_differ_by_their_choice_only(grid):
 
 def test_C9_3_table_text_and_markdown(grid):
     lines = grid.lines()
-    assert len(lines) == 11 and "cannot run" in lines[2]
+    assert len(lines) == 11 and "cannot run" in lines[2] and "too few seeds (2)" in lines[2]
     md = grid.markdown().splitlines()
-    assert len(md) == 12 and md[0].startswith("| factor | choice | seeds |")
-    assert "| position | learned | 0, 1 |" in md[3]
+    assert len(md) == 12 and md[0].startswith("| factor | choice | parameters | final held-out")
+    finals = ", ".join(f"{x:.3f}" for x in grid.row("position", "learned")["finals"])
+    assert md[3].startswith("| position | learned | ") and f"| {finals} |" in md[3]
 
 
 def test_C9_3_some_factors_only(corpus):
@@ -369,6 +453,11 @@ def test_bad_corpus():
         (dict(factors=["depth"]), ValueError, "factor"),
         (dict(factors=[]), ValueError, "factors"),
         (dict(positional="rotary"), TypeError, "grid's own choices"),
+        (dict(init="gpt2"), TypeError, "grid's own choices"),
+        (dict(init_seed=3), TypeError, "grid's own choices"),
+        (dict(seeds=(0, 1000)), ValueError, "below 1000"),
+        (dict(aa=-1), ValueError, "aa"),
+        (dict(k=0), ValueError, "k"),
         (dict(long_factor=1), ValueError, "long_factor"),
         (dict(steps=0), ValueError, "steps"),
         (dict(corpus="text"), TypeError, "corpus"),

@@ -3,11 +3,12 @@ grid's curves (C9.3)."""
 
 from __future__ import annotations
 
+from ..figures import describe
 from ..pretrain import Pretraining
 from ..side_by_side import SideBySide
 from ._common import axes as _axes
 
-__all__ = ["plot_losses", "plot_side_by_side"]
+__all__ = ["plot_losses", "plot_side_by_side", "plot_differences"]
 
 
 def plot_losses(run: Pretraining, ax=None):
@@ -35,7 +36,7 @@ def plot_side_by_side(grid: SideBySide, axes=None):
     the seeds (line) and each seed (faint). Returns the array of axes."""
     if not isinstance(grid, SideBySide):
         raise TypeError(f"grid must be a SideBySide, got {type(grid).__name__}")
-    factors = list(dict.fromkeys(f for f, _ in grid.runs))
+    factors = grid.factors()
     if axes is None:
         import matplotlib.pyplot as plt
 
@@ -60,3 +61,50 @@ def plot_side_by_side(grid: SideBySide, axes=None):
         ax.legend(fontsize=8)
     axes[0].set_ylabel("held-out loss (nats)")
     return axes
+
+
+def plot_differences(grid: SideBySide, ax=None):
+    """Lesson 9 (C9.3). The paired differences of every compared choice (its final held-out loss
+    minus its factor's first choice's, one point per seed, the mean as a bar with two standard
+    errors either side), and below them the A/A comparisons' differences (the base model against
+    itself under another initial draw, same batches): what "no difference" looks like here. Each
+    row's verdict is written at its end. Returns the axes."""
+    if not isinstance(grid, SideBySide):
+        raise TypeError(f"grid must be a SideBySide, got {type(grid).__name__}")
+    rows = [r for r in grid.table() if r["differences"] is not None]
+    labels = [f"{r['factor']}: {r['choice']}" for r in rows]
+    series = [r["differences"] for r in rows]
+    notes = [r["verdict"] for r in rows]
+    aa = grid.aa_differences()
+    if aa:
+        labels.append(f"A/A ({len(aa)} comparisons)")
+        series.append([d for comparison in aa for d in comparison])
+        rate = grid.aa_rate()
+        notes.append(f"{rate.alarms} of {rate.comparisons} fired" if rate else "")
+    ax = _axes(ax, figsize=(7.5, 0.42 * len(labels) + 1.2))
+    y = list(range(len(labels)))[::-1]
+    widest = max((abs(d) for ds in series for d in ds), default=1.0)
+    for yi, ds, note in zip(y, series, notes, strict=True):
+        ax.plot(ds, [yi] * len(ds), "o", ms=4, color="black", alpha=0.7)
+        mean = sum(ds) / len(ds)
+        ax.plot([mean, mean], [yi - 0.3, yi + 0.3], color="C3", lw=2)
+        if len(ds) >= 2:
+            sd = (sum((d - mean) ** 2 for d in ds) / (len(ds) - 1)) ** 0.5
+            two_se = 2 * sd / len(ds) ** 0.5
+            ax.plot([mean - two_se, mean + two_se], [yi, yi], color="C3", lw=1)
+        ax.text(1.02 * widest * 1.15, yi, note, va="center", fontsize=7)
+    ax.axvline(0, color="grey", lw=1)
+    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_xlim(-1.15 * widest, 1.15 * widest)
+    ax.set_xlabel("final held-out loss minus the factor's first choice (nats)")
+    decided = [f"{r['choice']} {r['verdict']}" for r in rows if r["verdict"] in ("lower", "higher")]
+    describe(
+        ax,
+        f"Paired differences of final held-out loss, one point per seed ({len(grid.seeds)} "
+        f"seeds), for {len(rows)} choices"
+        + (f" and {len(aa)} A/A comparisons" if aa else "")
+        + ": "
+        + (", ".join(decided) if decided else "no choice")
+        + " decided by the rule, the others cannot be told apart.",
+    )
+    return ax

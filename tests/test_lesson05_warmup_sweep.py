@@ -1,0 +1,101 @@
+"""Lesson 5 (C5.7): the warm-up experiment declared before it ran (helpers.warmup.SWEEP,
+warmup_sweep): its runs share batches and initial draws seed by seed, its A/A runs change only the
+initial draw, its verdicts are the paired rule's, and bad arguments are refused."""
+
+import json
+import math
+
+import pytest
+
+from helpers.paired import decide
+from helpers.warmup import (
+    LIVE_SWEEP,
+    SWEEP,
+    SWEEP_COMPARISONS,
+    WARMUP_RUNS,
+    WarmupSweep,
+    compare_warmup,
+    warmup_sweep,
+)
+
+SMALL = dict(seeds=(0, 1, 2), lrs=(3e-2, 3e-3), steps=6, warmup_steps=3, aa=1, n_layers=2)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return warmup_sweep(**SMALL)
+
+
+def test_C5_7_sweep_is_declared_before_it_runs():
+    # the declaration: at least 3 seeds, three learning rates, the three runs, A/A comparisons
+    assert len(SWEEP["seeds"]) >= 3 and SWEEP["lrs"] == (3e-3, 1e-2, 3e-2)
+    assert SWEEP["aa"] >= 1 and SWEEP["warmup_steps"] < SWEEP["steps"]
+    assert {r for pair in SWEEP_COMPARISONS for r in pair} == set(WARMUP_RUNS)
+
+
+def test_C5_7_sweep_runs_every_rate_seed_and_run(sweep):
+    assert set(sweep.finals) == set(WARMUP_RUNS)
+    for run in WARMUP_RUNS:
+        for lr in SMALL["lrs"]:
+            assert len(sweep.final(run, lr)) == 3
+            assert all(len(c) == SMALL["steps"] for c in sweep.curves[run][f"{lr:g}"])
+    assert sweep.unigram < sweep.uniform == pytest.approx(math.log(58))
+
+
+def test_C5_7_runs_of_one_seed_share_batches_and_draws_and_aa_changes_the_draw():
+    kw = dict(steps=2, warmup_steps=1, lr=3e-3, n_layers=2)
+    a = compare_warmup(seed=0, **kw)
+    b = compare_warmup(seed=0, init_seed=1000, **kw)
+    # warm-up's first step is lr / warmup_steps, so post-norm with and without warm-up start
+    # from the same weights on the same batch: the same first loss
+    first = [r.train_losses[0] for r in a.values()]
+    assert first[0] == first[1]
+    assert a["pre-norm, no warm-up"].initial_val_loss != b["pre-norm, no warm-up"].initial_val_loss
+
+
+def test_C5_7_verdicts_are_the_paired_rule_on_every_comparison(sweep):
+    rows = sweep.table()
+    assert len(rows) == len(SMALL["lrs"]) * len(SWEEP_COMPARISONS)
+    for r in rows:
+        d = [o - f for f, o in zip(r["reference_finals"], r["other_finals"], strict=True)]
+        assert r["differences"] == pytest.approx(d)
+        assert r["verdict"] == decide(d).text
+        signs = {x < 0 for x in d}
+        assert r["every_seed"] == (
+            "mixed" if len(signs) == 2 else "lower" if True in signs else "higher"
+        )
+
+
+def test_C5_7_aa_comparisons_count_every_run_and_rate(sweep):
+    rate = sweep.aa_rate()
+    assert rate.comparisons == len(WARMUP_RUNS) * len(SMALL["lrs"]) * SMALL["aa"]
+
+
+def test_C5_7_sweep_round_trips_through_its_data(sweep):
+    back = WarmupSweep.from_dict(json.loads(json.dumps(sweep.to_dict())))
+    assert back.table() == sweep.table() and back.aa_differences() == sweep.aa_differences()
+    assert "| 0.03 | post-norm, warm-up minus post-norm, no warm-up |" in back.markdown()
+
+
+def test_C5_7_live_run_is_two_runs_of_the_sweep():
+    assert set(LIVE_SWEEP["runs"]) <= set(WARMUP_RUNS) and LIVE_SWEEP["lr"] in SWEEP["lrs"]
+    assert LIVE_SWEEP["seed"] in SWEEP["seeds"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(seeds=3), TypeError, "seeds"),
+        (dict(seeds=(1, 1)), ValueError, "distinct"),
+        (dict(seeds=(0, 1000)), ValueError, "below 1000"),
+        (dict(lrs=0.01), TypeError, "lrs"),
+        (dict(lrs=(0.01, 0.01)), ValueError, "distinct"),
+        (dict(lrs=(-1.0,)), ValueError, "lr"),
+        (dict(aa=-1), ValueError, "aa"),
+        (dict(depth=3), TypeError, "unknown settings"),
+        (dict(runs=["pre-norm, warm-up"]), ValueError, "run"),
+    ],
+)
+def test_C5_7_bad_sweep_arguments_raise_naming_the_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        warmup_sweep(**{**SMALL, "steps": 1, "warmup_steps": 0, **kwargs})
