@@ -48,6 +48,10 @@ __all__ = [
     "GridRun",
     "SideBySide",
     "side_by_side",
+    "rule_summary",
+    "SIDE_BY_SIDE_DATA",
+    "save_side_by_side",
+    "load_side_by_side",
 ]
 
 #: The base model's initialization (sinusoidal's coherent default, C8.6), held in every row of
@@ -139,6 +143,7 @@ class SideBySide:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
     k: float = 2.0
+    val_tokens: int = 0
 
     # -- the comparisons ----------------------------------------------------------------------
     def factors(self) -> list[str]:
@@ -308,6 +313,7 @@ class SideBySide:
             "aa_runs": [[asdict(r) for r in aa] for aa in self.aa_runs],
             "seconds": self.seconds,
             "cpu_seconds": self.cpu_seconds,
+            "val_tokens": self.val_tokens,
         }
 
     @classmethod
@@ -326,6 +332,7 @@ class SideBySide:
             seconds=data["seconds"],
             cpu_seconds=data["cpu_seconds"],
             k=data["k"],
+            val_tokens=data.get("val_tokens", 0),
         )
         seen: dict[str, list[GridRun]] = {}
         for row in data["rows"]:
@@ -437,6 +444,7 @@ def side_by_side(
         long_factor=long_factor,
         baselines=corpus.baselines,
         k=float(k),
+        val_tokens=len(corpus.val_ids) - 1,
     )
     start, cpu = time.perf_counter(), time.process_time()
     done: dict[tuple, list[GridRun]] = {}  # identical configurations are trained once
@@ -485,3 +493,91 @@ def rule_summary(grid: SideBySide) -> str:
             f"{rate.rate:.0%} (95% interval {lo:.0%} to {hi:.0%})"
         )
     return text
+
+
+# -- shipped with the course (helpers.shipped): what tools/side_by_side.py writes ----------------
+#: The name of the shipped grid: ``helpers/data/side_by_side.json``.
+SIDE_BY_SIDE_DATA = "side_by_side"
+_RUN_SCHEMA = {
+    "seed": int,
+    "n_parameters": int,
+    "val_steps": [int],
+    "val_losses": [float],
+    "val_loss": float,
+    "seconds": float,
+    "loss_at_long": (float, None),
+    "long_note": str,
+    "init_seed": int,
+    "options": {
+        "positional": str,
+        "norm": str,
+        "activation": str,
+        "tie_weights": bool,
+        "init": str,
+        "scale_embeddings": bool,
+    },
+}
+_BASE_SCHEMA = {
+    **{k: int for k in ("d_model", "n_layers", "n_heads", "block_size", "batch_size")},
+    **{"lr": float, "seed": int, "eval_every": int, "positional": str, "norm": str},
+    **{"activation": str, "tie_weights": bool, "dtype": str, "init": (str, None)},
+    **{"scale_embeddings": (bool, None), "init_seed": (int, None)},
+}
+#: What the grid was declared to be (the settings of the shipped file).
+SETTINGS_SCHEMA = {
+    "base": _BASE_SCHEMA,
+    "steps": int,
+    "seeds": [int],
+    "factors": [str],
+    "aa": int,
+    "long_factor": int,
+    "k": float,
+    "val_tokens": int,
+}
+#: What it measured (the results of the shipped file).
+RESULTS_SCHEMA = {
+    "baselines": {"uniform": float, "unigram": float, "bigram": float},
+    "rows": [{"factor": str, "choice": str, "runs": [_RUN_SCHEMA]}],
+    "base_runs": [_RUN_SCHEMA],
+    "aa_runs": [[_RUN_SCHEMA]],
+}
+_SETTINGS = ("base", "steps", "seeds", "long_factor", "k", "val_tokens")
+_RESULTS = ("baselines", "rows", "base_runs", "aa_runs")
+
+
+def save_side_by_side(grid: SideBySide, folder=None):
+    """Lesson 9 (C9.3). Write ``grid`` as the shipped results ``side_by_side.json`` (default
+    folder ``helpers/data``; :func:`helpers.shipped.write_results`, checked against
+    :data:`SETTINGS_SCHEMA` and :data:`RESULTS_SCHEMA`). Returns the path written."""
+    from .shipped import write_results
+
+    if not isinstance(grid, SideBySide):
+        raise TypeError(f"grid must be a SideBySide, got {type(grid).__name__}")
+    data = grid.to_dict()
+    settings = {k: data[k] for k in _SETTINGS}
+    settings["factors"], settings["aa"] = grid.factors(), len(grid.aa_runs)
+    return write_results(
+        SIDE_BY_SIDE_DATA,
+        tool="tools/side_by_side.py",
+        settings=settings,
+        results={k: data[k] for k in _RESULTS},
+        settings_schema=SETTINGS_SCHEMA,
+        results_schema=RESULTS_SCHEMA,
+        seconds=grid.seconds,
+        cpu_seconds=grid.cpu_seconds,
+        folder=folder,
+    )
+
+
+def load_side_by_side(folder=None) -> SideBySide:
+    """Lesson 9 (C9.3). The full grid that ships with the course (``helpers/data/
+    side_by_side.json``, written by ``tools/side_by_side.py``), checked against its schemas, as
+    a :class:`SideBySide`: ``.table()``, ``.markdown()``, the verdicts, ``.aa_rate()``, the
+    curves (:func:`helpers.plots.pretrain.plot_side_by_side`, :func:`~helpers.plots.pretrain.
+    plot_differences`). ``folder``: read another folder's file instead (the tests' reruns)."""
+    from .shipped import load_results
+
+    shipped = load_results(SIDE_BY_SIDE_DATA, SETTINGS_SCHEMA, RESULTS_SCHEMA, folder=folder)
+    data = {**shipped.settings, **shipped.results}
+    data["seconds"], data["cpu_seconds"] = shipped.seconds, shipped.cpu_seconds
+    return SideBySide.from_dict(data)

@@ -39,6 +39,9 @@ __all__ = [
     "LIVE_SWEEP",
     "WarmupSweep",
     "warmup_sweep",
+    "WARMUP_SWEEP_DATA",
+    "save_warmup_sweep",
+    "load_warmup_sweep",
 ]
 
 #: The three runs of C5.7: (norm placement, with warm-up?).
@@ -370,4 +373,71 @@ def warmup_sweep(
         seconds=time.perf_counter() - start,
         cpu_seconds=time.process_time() - cpu,
         k=float(k),
+    )
+
+
+# -- shipped with the course (helpers.shipped): what tools/warmup_sweep.py writes ----------------
+#: The name of the shipped sweep: ``helpers/data/warmup_sweep.json``.
+WARMUP_SWEEP_DATA = "warmup_sweep"
+#: The declared sweep (the settings of the shipped file).
+SWEEP_SETTINGS_SCHEMA = {
+    "seeds": [int],
+    "lrs": [float],
+    "steps": int,
+    "warmup_steps": int,
+    "aa": int,
+    "d_model": int,
+    "n_layers": int,
+    "n_heads": int,
+    "batch_size": int,
+    "block_size": int,
+    "k": float,
+}
+#: What it measured: finals and training curves per run, learning rate ("0.003") and seed; the
+#: A/A finals; the baselines on the held-out text.
+SWEEP_RESULTS_SCHEMA = {
+    "finals": {str: {str: [float]}},
+    "curves": {str: {str: [[float]]}},
+    "aa": {str: {str: [[float]]}},
+    "unigram": float,
+    "uniform": float,
+}
+
+
+def save_warmup_sweep(sweep: WarmupSweep, folder=None):
+    """Lesson 5 (C5.7). Write ``sweep`` as the shipped results ``warmup_sweep.json`` (default
+    folder ``helpers/data``; :func:`helpers.shipped.write_results`). Returns the path written."""
+    from .shipped import write_results
+
+    if not isinstance(sweep, WarmupSweep):
+        raise TypeError(f"sweep must be a WarmupSweep, got {type(sweep).__name__}")
+    data = sweep.to_dict()
+    return write_results(
+        WARMUP_SWEEP_DATA,
+        tool="tools/warmup_sweep.py",
+        settings={**data["settings"], "k": sweep.k},
+        results={k: data[k] for k in SWEEP_RESULTS_SCHEMA},
+        settings_schema=SWEEP_SETTINGS_SCHEMA,
+        results_schema=SWEEP_RESULTS_SCHEMA,
+        seconds=sweep.seconds,
+        cpu_seconds=sweep.cpu_seconds,
+        folder=folder,
+    )
+
+
+def load_warmup_sweep(folder=None) -> WarmupSweep:
+    """Lesson 5 (C5.7). The sweep that ships with the course (``helpers/data/warmup_sweep.json``,
+    written by ``tools/warmup_sweep.py`` with :data:`SWEEP`), checked against its schemas:
+    ``.table()``, ``.markdown()``, ``.verdict(...)``, ``.every_seed(...)``, ``.aa_rate()``."""
+    from .shipped import load_results
+
+    shipped = load_results(WARMUP_SWEEP_DATA, SWEEP_SETTINGS_SCHEMA, SWEEP_RESULTS_SCHEMA, folder)
+    settings = dict(shipped.settings)
+    k = settings.pop("k")
+    return WarmupSweep(
+        settings=settings,
+        **shipped.results,
+        seconds=shipped.seconds,
+        cpu_seconds=shipped.cpu_seconds,
+        k=k,
     )

@@ -1,0 +1,155 @@
+"""Lesson 5 (C5.7): does post-norm need a learning-rate warm-up, and does pre-norm tolerate larger
+rates? The experiment, declared before it ran, as a command whose results ship with the course.
+
+    python tools/warmup_sweep.py              # helpers.warmup.SWEEP; writes the three files
+    python tools/warmup_sweep.py --seeds 0 1 2 --lrs 0.03 --aa 1 --data-dir DIR --doc DIR/x.md
+
+Declared (``helpers.warmup.SWEEP``): lesson 5's model (d_model 32, 4 blocks, 4 heads, context
+16, batches of 8, sinusoidal, Xavier init, GELU, tied, float64, one CPU thread) on lesson 5's
+text, 120 steps of AdamW (betas 0.9, 0.98, no clipping), at learning rates 3e-3, 1e-2 and 3e-2,
+seeds 0-4; at each rate and seed the three runs of ``WARMUP_RUNS`` (post-norm with a 40-step
+linear warm-up, post-norm without, pre-norm without) share the batches and the initial draw; two
+A/A comparisons per run and rate (another initial draw, the same batches). Verdicts:
+``helpers.paired.decide``; "every seed": what holds for all five.
+
+Writes ``helpers/data/warmup_sweep.json`` (``helpers.shipped``; read by
+``helpers.warmup.load_warmup_sweep``), ``docs/WARMUP_SWEEP.md`` and ``docs/warmup_sweep.png``.
+Not run in CI (about 5 minutes of one CPU core); ``tests/test_lesson05_warmup_sweep.py`` reruns it
+at reduced size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # helpers, when run from a checkout without installing
+
+from helpers.paired import null_rate  # noqa: E402
+from helpers.warmup import (  # noqa: E402
+    SWEEP,
+    SWEEP_COMPARISONS,
+    WARMUP_RUNS,
+    WarmupSweep,
+    save_warmup_sweep,
+    warmup_sweep,
+)
+
+LITERATURE = """\
+What Xiong et al. 2020 report, next to what this sweep measured: their no-warm-up ablation is on
+IWSLT14 German-English translation (Post-LN without warm-up, or with too short a one, trains far
+worse than with it; Pre-LN without warm-up reaches Post-LN-with-warm-up quality), and their BERT
+runs compare Pre-LN without warm-up to Post-LN with it (Pre-LN reaches a given validation loss in
+fewer steps and tolerates a larger learning rate). Their theory (Theorem 1) says Post-LN's
+gradient near the output is large at initialization, so a large first step is risky; here the
+model has 4 blocks and 58 characters, 120 steps.
+"""
+
+
+def _figure(sweep: WarmupSweep, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lrs = sweep.lrs
+    fig, axes = plt.subplots(1, len(lrs), figsize=(3.3 * len(lrs), 3.0), sharey=True)
+    axes = [axes] if len(lrs) == 1 else list(axes)
+    runs = list(sweep.finals)
+    for ax, lr in zip(axes, lrs, strict=True):
+        for x, run in enumerate(runs):
+            finals = sweep.final(run, lr)
+            ax.plot([x] * len(finals), finals, "o", ms=4, alpha=0.7, color=f"C{x}")
+            ax.plot([x - 0.25, x + 0.25], [sum(finals) / len(finals)] * 2, color=f"C{x}", lw=2)
+        for i in range(len(sweep.seeds)):  # each seed's three runs, joined
+            ax.plot(range(len(runs)), [sweep.final(r, lr)[i] for r in runs], color="grey", lw=0.5)
+        ax.axhline(sweep.unigram, color="grey", ls="--", lw=1)
+        ax.set_xticks(range(len(runs)), [r.replace(", ", "\n") for r in runs], fontsize=7)
+        ax.set_title(f"learning rate {lr:g}", fontsize=10)
+    axes[0].set_ylabel("final held-out loss (nats)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=80, bbox_inches="tight")
+    plt.close(fig)
+
+
+def _page(sweep: WarmupSweep, command: str, figure: Path) -> str:
+    s = sweep.settings
+    n = len(sweep.seeds)
+    aa = sweep.aa_rate()
+    compared = len(sweep.table())
+    aa_line = (
+        f"On the {aa.comparisons} A/A comparisons (each run again with the same batches and "
+        f"another initial draw) the rule fired {aa.alarms} time(s) ({aa.rate:.0%}, 95% interval "
+        f"{aa.interval[0]:.0%} to {aa.interval[1]:.0%}; it claims {aa.claimed:.1%})."
+        if aa
+        else ""
+    )
+    return f"""# Lesson 5, C5.7: warm-up, learning rate, post- and pre-norm (the sweep)
+
+Written by `{command}` (`tools/warmup_sweep.py`; not run in CI), which also wrote
+`helpers/data/warmup_sweep.json` (the data lesson 5 loads). It took {sweep.seconds:.0f} s wall
+({sweep.cpu_seconds:.0f} s of CPU time), one CPU thread, float64.
+
+**Declared before it ran** (`helpers.warmup.SWEEP`): d_model {s["d_model"]}, {s["n_layers"]}
+blocks, {s["n_heads"]} heads, context {s["block_size"]}, batches of {s["batch_size"]}, lesson 5's
+text (58 characters), {s["steps"]} steps of AdamW (betas 0.9, 0.98, no gradient clipping),
+learning rates {", ".join(f"{x:g}" for x in sweep.lrs)}, seeds {", ".join(map(str, sweep.seeds))};
+the runs: {"; ".join(WARMUP_RUNS)} (warm-up: a linear ramp over the first {s["warmup_steps"]}
+steps). The three runs of one seed share the batches and the initial draw.
+
+**The rule.** A comparison is decided when all {n} paired differences (other minus reference,
+seed by seed) have one sign and their mean is beyond {sweep.k:g} standard errors; its false-alarm
+rate at {n} seeds is {null_rate(n, sweep.k):.1%} (Gaussian noise), so about
+{compared * null_rate(n, sweep.k):.1f} of these {compared} comparisons may fire by chance. {aa_line}
+"Every seed" says what holds for all {n} seeds, the only thing lesson 5 asserts. Unigram baseline
+on the held-out text: {sweep.unigram:.3f} nats (uniform: {sweep.uniform:.3f}).
+
+{sweep.finals_markdown()}
+
+{sweep.markdown()}
+
+![final held-out loss of each run, one point per seed, a bar at the mean, each seed's three runs joined, one panel per learning rate; dashed: the unigram baseline]({figure.name})
+
+{LITERATURE}"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SWEEP["seeds"]))
+    parser.add_argument("--lrs", type=float, nargs="+", default=list(SWEEP["lrs"]))
+    parser.add_argument("--steps", type=int, default=SWEEP["steps"])
+    parser.add_argument("--warmup-steps", type=int, default=SWEEP["warmup_steps"])
+    parser.add_argument("--aa", type=int, default=SWEEP["aa"])
+    parser.add_argument("--data-dir", type=Path, default=None, help="default: helpers/data")
+    parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "WARMUP_SWEEP.md")
+    parser.add_argument("--no-doc", dest="doc", action="store_const", const=None)
+    args = parser.parse_args(argv)
+    sweep = warmup_sweep(
+        seeds=args.seeds,
+        lrs=args.lrs,
+        steps=args.steps,
+        warmup_steps=args.warmup_steps,
+        aa=args.aa,
+    )
+    data = save_warmup_sweep(sweep, folder=args.data_dir)
+    command = "python tools/warmup_sweep.py" + "".join(
+        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
+    )
+    if args.doc is not None:
+        figure = args.doc.with_name("warmup_sweep.png")
+        _figure(sweep, figure)
+        args.doc.parent.mkdir(parents=True, exist_ok=True)
+        args.doc.write_text(_page(sweep, command, figure))
+    print(sweep.finals_markdown())
+    print(sweep.markdown())
+    print(f"comparisons: {len(SWEEP_COMPARISONS)} per rate; wrote {data.name}")
+    print(f"{sweep.seconds:.0f} s wall, {sweep.cpu_seconds:.0f} s CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
