@@ -13,7 +13,8 @@ A/A comparisons per run and rate (another initial draw, the same batches). Verdi
 ``helpers.paired.decide``; "every seed": what holds for all five.
 
 Writes ``helpers/data/warmup_sweep.json`` (``helpers.shipped``; read by
-``helpers.warmup.load_warmup_sweep``), ``docs/WARMUP_SWEEP.md`` and ``docs/warmup_sweep.png``.
+``helpers.warmup.load_warmup_sweep``), ``docs/WARMUP_SWEEP.md`` and ``docs/warmup_sweep.png``;
+``--raw FILE`` also saves the sweep as soon as it ran, ``--from-raw FILE`` writes the outputs from it.
 Not run in CI (about 5 minutes of one CPU core); ``tests/test_lesson05_warmup_sweep.py`` reruns it
 at reduced size.
 """
@@ -21,6 +22,7 @@ at reduced size.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -127,14 +129,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=None, help="default: helpers/data")
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "WARMUP_SWEEP.md")
     parser.add_argument("--no-doc", dest="doc", action="store_const", const=None)
+    parser.add_argument("--raw", type=Path, default=None, help="also save the sweep here")
+    parser.add_argument("--from-raw", type=Path, default=None, help="write outputs from --raw")
     args = parser.parse_args(argv)
-    sweep = warmup_sweep(
-        seeds=args.seeds,
-        lrs=args.lrs,
-        steps=args.steps,
-        warmup_steps=args.warmup_steps,
-        aa=args.aa,
-    )
+    if args.from_raw is not None:
+        sweep = WarmupSweep.from_dict(json.loads(args.from_raw.read_text()))
+    else:
+        sweep = warmup_sweep(
+            seeds=args.seeds,
+            lrs=args.lrs,
+            steps=args.steps,
+            warmup_steps=args.warmup_steps,
+            aa=args.aa,
+        )
+        if args.raw is not None:
+            args.raw.write_text(json.dumps(sweep.to_dict()))
     data = save_warmup_sweep(sweep, folder=args.data_dir)
     command = "python tools/warmup_sweep.py" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:])
