@@ -25,3 +25,62 @@ def no_open_figures():
     yield
     leaked = set(plt.get_fignums()) - before
     assert not leaked, f"figures left open: {sorted(leaked)}"
+
+
+# --- how the suite is spread over pytest-xdist's workers (README's command: -n 2) ---------------
+#
+# ``--dist loadgroup``: each group goes to one worker. A group is what --dist loadscope would
+# keep together (a module, or a class), so module- and class-scoped fixtures are built once as
+# before; a notebook's nbval cells are one group (they share one kernel). Tests that share nothing
+# costly are their own groups, so they can run on both workers at once: each lesson of the
+# browser run (test_browser.py builds one JupyterLab and one Chromium per worker that runs any of
+# them) and each notebook of the portable run. Groups start longest first (LONGEST_FIRST, from
+# benchmarks/suite_cpu.py's per-test CPU seconds), then the rest in collection order, so that no
+# long group starts last while the other worker has nothing left to do.
+SPREAD = ("tests/test_browser.py::", "tests/test_portable_outputs.py::")
+LONGEST_FIRST = (
+    "tests/test_coursework.py::TestLesson09",
+    "tests/test_classroom.py",
+    "tests/test_coursework.py::TestLesson08",
+    "tests/test_grading.py",
+    "tests/test_coursework.py::TestLesson05",
+    "tests/test_binder.py",
+    "tests/test_coursework.py::TestLesson04",
+    "tests/test_browser.py::test_lesson_in_jupyterlab[lesson9]",
+    "tests/test_browser.py::test_lesson_in_jupyterlab[lesson8]",
+    "tests/test_coursework.py::TestLesson07",
+    "tests/test_coursework.py::TestLesson06",
+    "tests/test_coursework.py::TestLesson10",
+    "tests/test_portable_outputs.py::",
+    "tests/test_browser.py::",
+    "notebooks/",
+)
+
+
+def _group(nodeid: str) -> str:
+    path, _, rest = nodeid.partition("::")
+    if path.endswith(".ipynb"):
+        return path  # nbval: every cell of a notebook on one kernel
+    if nodeid.startswith(SPREAD):
+        return nodeid  # a group of its own (xdist's default for a test without a group)
+    parts = rest.split("::")
+    return f"{path}::{parts[0]}" if len(parts) > 1 else path  # a class, or the module
+
+
+def _rank(group: str) -> int:
+    return next((i for i, p in enumerate(LONGEST_FIRST) if group.startswith(p)), len(LONGEST_FIRST))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") != "loadgroup":
+        return
+    groups = {item.nodeid: _group(item.nodeid) for item in items}
+    for item in items:
+        if groups[item.nodeid] != item.nodeid:  # xdist reads the group after '@' and before ']'
+            name = groups[item.nodeid].replace("[", "(").replace("]", ")").replace("@", "_")
+            item.add_marker(pytest.mark.xdist_group(name))
+    order = {}
+    for item in items:  # first appearance of each group, to keep the rest in collection order
+        order.setdefault(groups[item.nodeid], len(order))
+    items.sort(key=lambda it: (_rank(groups[it.nodeid]), order[groups[it.nodeid]]))

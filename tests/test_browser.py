@@ -173,7 +173,9 @@ def lab():
     )
     env.pop("MPLBACKEND", None)  # as in a student's session: the kernel picks inline itself
     port, token = _free_port(), secrets.token_hex(24)
-    log = ARTIFACTS / "browser_jupyterlab.log"
+    # one server per pytest-xdist worker that runs browser tests: each its own log
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    log = ARTIFACTS / f"browser_jupyterlab{'_' + worker if worker else ''}.log"
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root"]
     cmd += ["--ServerApp.ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0"]
     cmd += [f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}"]
