@@ -17,7 +17,14 @@ exists, in JupyterLab:
    (typing into the slider's readout, picking another option) changes the picture: the image's
    bytes differ, not only its URL;
 7. the page never tried to save the notebook (autosave is off, and the test server refuses and
-   records any save, so the committed files are never rewritten).
+   records any save, so the committed files are never rewritten);
+8. the outputs JupyterLab computed reproduce the stored ones, compared cell by cell with nbval's
+   own rules (``tests/_outputs.py``), and every number printed through ``helpers.printing.fmt``
+   is farther from a rounding boundary than its error bound (``tools/float_margins.py``). The
+   server's kernels run with torch's portable kernels (``ATEN_CPU_CAPABILITY=default``) and
+   another thread count than nbval's, so this run is also the portable-outputs check of
+   CONTRIBUTING.md, "Numbers in stored outputs" (``tests/test_portable_outputs.py`` runs it
+   without a browser when this run does not).
 
 A screenshot of each lesson is saved to ``test-artifacts/browser_<notebook name>.png``. A
 self-test runs the same checks on two small generated notebooks, one that must pass and one with
@@ -46,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _outputs import compare_notebook, load_float_margins  # tests/ is on sys.path
 
 from helpers.course import LESSONS
 
@@ -107,12 +115,20 @@ def refuse_save(model=None, path=None, contents_manager=None, **kwargs):
 # ---------------------------------------------------------------------------------------------
 
 
+def other_thread_count() -> int:
+    """A torch thread count different from the one the main nbval run's kernels use."""
+    import torch
+
+    return 1 if torch.get_num_threads() > 1 else 2
+
+
 @dataclass
 class Lab:
     url: str
     token: str
     log: Path
     saves: Path  # one line per save the page attempted (all refused)
+    floats: Path  # every fmt call of the kernels (HELPERS_FLOAT_LOG), for tools/float_margins.py
 
     def saved(self) -> list[str]:
         return self.saves.read_text().splitlines() if self.saves.exists() else []
@@ -172,6 +188,15 @@ def lab():
         JUPYTER_RUNTIME_DIR=str(home / "runtime"),
     )
     env.pop("MPLBACKEND", None)  # as in a student's session: the kernel picks inline itself
+    # the kernels compute on torch's portable kernels with another thread count than nbval's
+    # (check 8: the portable-outputs run), and log every number fmt prints
+    threads = str(other_thread_count())
+    env.update(
+        ATEN_CPU_CAPABILITY="default",
+        OMP_NUM_THREADS=threads,
+        MKL_NUM_THREADS=threads,
+        HELPERS_FLOAT_LOG=str(home / "floats.jsonl"),
+    )
     port, token = _free_port(), secrets.token_hex(24)
     # one server per pytest-xdist worker that runs browser tests: each its own log
     worker = os.environ.get("PYTEST_XDIST_WORKER")
@@ -179,13 +204,13 @@ def lab():
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root"]
     cmd += ["--ServerApp.ip=127.0.0.1", f"--port={port}", "--ServerApp.port_retries=0"]
     cmd += [f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}"]
-    cmd += ["--LabApp.news_url=None"]
+    cmd += ["--LabApp.news_url=None", "--LabApp.expose_app_in_browser=True"]  # window.jupyterapp
     cmd += ["--FileContentsManager.pre_save_hook=lab_browser_test_hooks.refuse_save"]
     with open(log, "w") as log_file:
         proc = subprocess.Popen(
             cmd, stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
-    server = Lab(f"http://127.0.0.1:{port}", token, log, home / "saves.log")
+    server = Lab(f"http://127.0.0.1:{port}", token, log, home / "saves.log", home / "floats.jsonl")
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -320,6 +345,16 @@ def _notebook_cells(path: Path) -> list[dict]:
     return json.loads(path.read_text())["cells"]
 
 
+# The open notebook as JupyterLab holds it (nbformat JSON, outputs included); the server exposes
+# the application as window.jupyterapp (--LabApp.expose_app_in_browser).
+LIVE_NOTEBOOK_JS = """
+() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel && panel.context ? panel.context.model.toJSON() : null;
+}
+"""
+
+
 @dataclass
 class LabRun:
     seconds_to_idle: float
@@ -327,6 +362,9 @@ class LabRun:
     image_before: dict | None
     image_after: dict | None
     control: str | None
+    live: (
+        dict | None
+    )  # the notebook with the outputs JupyterLab computed (before the explorer moved)
 
 
 def run_in_lab(page, lab: Lab, notebook: Path, explorer: str | None, screenshot: Path) -> LabRun:
@@ -413,6 +451,8 @@ def run_in_lab(page, lab: Lab, notebook: Path, explorer: str | None, screenshot:
             )
         body = page.locator("body").inner_text()
         assert "Error displaying widget" not in body
+        live = page.evaluate(LIVE_NOTEBOOK_JS)  # 8. compared by the caller
+        assert live is not None, "JupyterLab's current widget is not the notebook"
 
         image_before = image_after = control_name = None
         if explorer is not None:
@@ -490,7 +530,7 @@ def run_in_lab(page, lab: Lab, notebook: Path, explorer: str | None, screenshot:
             )
             cell.scroll_into_view_if_needed()
             page.wait_for_timeout(300)
-        return LabRun(seconds, _cells(page), image_before, image_after, control_name)
+        return LabRun(seconds, _cells(page), image_before, image_after, control_name, live)
     finally:
         with contextlib.suppress(Exception):
             page.screenshot(path=str(screenshot))
@@ -515,6 +555,16 @@ def test_lesson_in_jupyterlab(lesson, lab, page):
         f"{lesson.notebook}: Run All to idle {run.seconds_to_idle:.1f} s; "
         f"moved {run.control}; screenshot {shot.relative_to(ROOT)}"
     )
+    # 8. the stored outputs hold under portable kernels and another thread count
+    problems = compare_notebook(notebook, run.live)
+    assert not problems, (
+        f"{lesson.notebook} under ATEN_CPU_CAPABILITY=default and {other_thread_count()} "
+        "thread(s), run in JupyterLab, does not reproduce its stored outputs:\n"
+        + "\n\n".join(problems)
+    )
+    margins = load_float_margins()
+    report = margins.analyse(notebook, margins.read_log(lab.floats))
+    assert report.ok, "\n".join(report.lines())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,11 +604,14 @@ def _selftest_notebook(path: Path, broken: bool, first: str = "slider") -> None:
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+    setup = new_code_cell(
+        "import sys\nsys.path.insert(0, '.')\nfrom selftest_widget import selftest_explorer\nprint('ok')"
+    )
+    setup.execution_count = 1  # a stored output, for check 8 (the others are stored unexecuted)
+    setup.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok\n")]
     cells = [
         new_markdown_cell("# Browser harness self-test"),
-        new_code_cell(
-            "import sys\nsys.path.insert(0, '.')\nfrom selftest_widget import selftest_explorer\nprint('ok')"
-        ),
+        setup,
         new_code_cell(
             "raise ValueError('shown on purpose')", metadata={"tags": ["raises-exception"]}
         ),
@@ -600,6 +653,16 @@ def test_harness_passes_a_good_notebook_and_moves_its_control(
     run = run_in_lab(page, lab, nb, "selftest_explorer", shot)
     assert run.control == moved, run.control
     assert run.image_before["sha"] != run.image_after["sha"]
+    # check 8 passes the outputs JupyterLab computed, and reports a stored output they disagree with
+    assert compare_notebook(nb, run.live) == []
+    import nbformat
+
+    stale = nbformat.read(nb, as_version=4)
+    stale.cells[1].outputs[0]["text"] = "not ok\n"
+    stale_path = selftest_dir / f"stale_{first}.ipynb"
+    nbformat.write(stale, stale_path)
+    problems = compare_notebook(stale_path, run.live)
+    assert len(problems) == 1 and "code cell 0" in problems[0] and "not ok" in problems[0]
 
 
 def test_harness_reports_an_untagged_error(lab, page, selftest_dir):
