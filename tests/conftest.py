@@ -34,7 +34,8 @@ def no_open_figures():
 # before; a notebook's nbval cells are one group (they share one kernel). Tests that share nothing
 # costly are their own groups, so they can run on both workers at once: each lesson of the
 # browser run (test_browser.py builds one JupyterLab and one Chromium per worker that runs any of
-# them) and each notebook of the portable run. Groups start longest first (LONGEST_FIRST, from
+# them) and each notebook of the portable run; a test file may group some of its tests itself
+# (pytest.mark.xdist_group: the browser harness self-tests share one run). Groups start longest first (LONGEST_FIRST, from
 # benchmarks/suite_cpu.py's per-test CPU seconds), then the rest in collection order, so that no
 # long group starts last while the other worker has nothing left to do.
 SPREAD = ("tests/test_browser.py::", "tests/test_portable_outputs.py::")
@@ -75,9 +76,12 @@ def _rank(group: str) -> int:
 def pytest_collection_modifyitems(config, items):
     if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") != "loadgroup":
         return
-    groups = {item.nodeid: _group(item.nodeid) for item in items}
+    groups = {}
     for item in items:
-        if groups[item.nodeid] != item.nodeid:  # xdist reads the group after '@' and before ']'
+        own = item.get_closest_marker("xdist_group")  # a test file's own grouping comes first
+        groups[item.nodeid] = own.args[0] if own and own.args else _group(item.nodeid)
+        if own is None and groups[item.nodeid] != item.nodeid:
+            # xdist reads the group after the last '@' and after the last ']'
             name = groups[item.nodeid].replace("[", "(").replace("]", ")").replace("@", "_")
             item.add_marker(pytest.mark.xdist_group(name))
     order = {}

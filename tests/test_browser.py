@@ -362,13 +362,92 @@ class LabRun:
     image_before: dict | None
     image_after: dict | None
     control: str | None
-    live: (
-        dict | None
-    )  # the notebook with the outputs JupyterLab computed (before the explorer moved)
+    live: dict | None  # the notebook JupyterLab computed (read before the explorer moved)
+    moves: list  # (what moved, image before, image after) for each explorer cell moved
 
 
-def run_in_lab(page, lab: Lab, notebook: Path, explorer: str | None, screenshot: Path) -> LabRun:
-    """Open ``notebook`` in JupyterLab, run it all, check it, move the explorer; see the module doc."""
+def _move_explorer(page, cell) -> tuple[str, dict, dict]:
+    """Checks 5 and 6 on one explorer cell: its picture is there, and moving its main control (the
+    first slider or dropdown) changes it. Returns (what moved, image before, image after)."""
+    # 5. the explorer's picture
+    img = cell.locator(".jupyter-widgets img").first
+    img.wait_for(state="visible")
+    cell.scroll_into_view_if_needed()
+    _wait(
+        lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"),
+        30,
+        "the explorer's image to decode",
+        page,
+    )
+    image_before = img.evaluate(IMAGE_JS)
+    assert image_before["bytes"] > 1000 and image_before["width"] > 50, image_before
+
+    # 6. move the main control: the first slider or dropdown of the explorer
+    control = cell.locator(".widget-slider, .widget-dropdown").first
+    control.wait_for(state="visible")
+    control_name = control.locator(".widget-label").first.inner_text().strip()
+    classes = control.get_attribute("class") or ""
+    handles = control.locator(".noUi-handle")
+    if "widget-slider" in classes and handles.count() == 1:
+        # a student types into the editable readout (IntSlider, FloatSlider)
+        lo = float(handles.first.get_attribute("aria-valuemin"))
+        hi = float(handles.first.get_attribute("aria-valuemax"))
+        readout = control.locator(".widget-readout").first
+        now = float(readout.inner_text().strip())
+        target = hi if now != hi else lo
+        readout.click()
+        page.keyboard.press("Control+A")
+        page.keyboard.type(f"{target:g}")
+        page.keyboard.press("Enter")
+        control_name += f" {now:g} -> {target:g}"
+    elif "widget-slider" in classes:
+        # a range slider: the keyboard on its upper handle
+        before = float(handles.last.get_attribute("aria-valuenow"))
+        handles.last.focus()
+        key = (
+            "ArrowLeft"
+            if before == float(handles.last.get_attribute("aria-valuemax"))
+            else "ArrowRight"
+        )
+        for _ in range(5):
+            page.keyboard.press(key)
+        after = float(handles.last.get_attribute("aria-valuenow"))
+        control_name += f" upper {before:g} -> {after:g}"
+    else:
+        select = control.locator("select").first
+        options = select.locator("option").all_inner_texts()
+        current = select.evaluate("s => s.options[s.selectedIndex].text")
+        other = next(o for o in options if o != current)
+        select.select_option(label=other)
+        control_name += f" {current} -> {other}"
+
+    _wait(
+        lambda: img.get_attribute("src") != image_before["src"],
+        60,
+        f"the explorer's image to update after moving {control_name}",
+        page,
+    )
+    _wait(lambda: _kernel_idle(page), 60, "the kernel to be idle after the update", page)
+    _wait(
+        lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"),
+        30,
+        "the updated image to decode",
+        page,
+    )
+    image_after = img.evaluate(IMAGE_JS)
+    assert image_after["sha"] != image_before["sha"], (
+        f"moving {control_name} sent a new image with the same picture"
+    )
+    cell.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    return control_name, image_before, image_after
+
+
+def run_in_lab(
+    page, lab: Lab, notebook: Path, explorer: str | None, screenshot: Path, every_explorer=False
+) -> LabRun:
+    """Open ``notebook`` in JupyterLab, run it all, check it, move the explorer (the first cell
+    that calls it, or with ``every_explorer`` each one); see the module doc."""
     relpath = notebook.relative_to(ROOT).as_posix()
     saves_before = len(lab.saved())
     source = _notebook_cells(notebook)
@@ -455,82 +534,16 @@ def run_in_lab(page, lab: Lab, notebook: Path, explorer: str | None, screenshot:
         assert live is not None, "JupyterLab's current widget is not the notebook"
 
         image_before = image_after = control_name = None
+        moves = []
         if explorer is not None:
             ex_idx = [i for i in code_idx if f"{explorer}(" in "".join(source[i]["source"])]
             assert ex_idx, f"no cell calls {explorer}()"
-            cell = page.locator(f"{NOTEBOOK} .jp-Cell").nth(ex_idx[0])
-            # 5. the explorer's picture
-            img = cell.locator(".jupyter-widgets img").first
-            img.wait_for(state="visible")
-            cell.scroll_into_view_if_needed()
-            _wait(
-                lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"),
-                30,
-                "the explorer's image to decode",
-                page,
-            )
-            image_before = img.evaluate(IMAGE_JS)
-            assert image_before["bytes"] > 1000 and image_before["width"] > 50, image_before
-
-            # 6. move the main control: the first slider or dropdown of the explorer
-            control = cell.locator(".widget-slider, .widget-dropdown").first
-            control.wait_for(state="visible")
-            control_name = control.locator(".widget-label").first.inner_text().strip()
-            classes = control.get_attribute("class") or ""
-            handles = control.locator(".noUi-handle")
-            if "widget-slider" in classes and handles.count() == 1:
-                # a student types into the editable readout (IntSlider, FloatSlider)
-                lo = float(handles.first.get_attribute("aria-valuemin"))
-                hi = float(handles.first.get_attribute("aria-valuemax"))
-                readout = control.locator(".widget-readout").first
-                now = float(readout.inner_text().strip())
-                target = hi if now != hi else lo
-                readout.click()
-                page.keyboard.press("Control+A")
-                page.keyboard.type(f"{target:g}")
-                page.keyboard.press("Enter")
-                control_name += f" {now:g} -> {target:g}"
-            elif "widget-slider" in classes:
-                # a range slider: the keyboard on its upper handle
-                before = float(handles.last.get_attribute("aria-valuenow"))
-                handles.last.focus()
-                key = (
-                    "ArrowLeft"
-                    if before == float(handles.last.get_attribute("aria-valuemax"))
-                    else "ArrowRight"
-                )
-                for _ in range(5):
-                    page.keyboard.press(key)
-                after = float(handles.last.get_attribute("aria-valuenow"))
-                control_name += f" upper {before:g} -> {after:g}"
-            else:
-                select = control.locator("select").first
-                options = select.locator("option").all_inner_texts()
-                current = select.evaluate("s => s.options[s.selectedIndex].text")
-                other = next(o for o in options if o != current)
-                select.select_option(label=other)
-                control_name += f" {current} -> {other}"
-
-            _wait(
-                lambda: img.get_attribute("src") != image_before["src"],
-                60,
-                f"the explorer's image to update after moving {control_name}",
-                page,
-            )
-            _wait(lambda: _kernel_idle(page), 60, "the kernel to be idle after the update", page)
-            _wait(
-                lambda: img.evaluate("i => i.complete && i.naturalWidth > 0"),
-                30,
-                "the updated image to decode",
-                page,
-            )
-            image_after = img.evaluate(IMAGE_JS)
-            assert image_after["sha"] != image_before["sha"], (
-                f"moving {control_name} sent a new image with the same picture"
-            )
-            cell.scroll_into_view_if_needed()
-            page.wait_for_timeout(300)
-        return LabRun(seconds, _cells(page), image_before, image_after, control_name, live)
+            moves = [
+                _move_explorer(page, page.locator(f"{NOTEBOOK} .jp-Cell").nth(i))
+                for i in (ex_idx if every_explorer else ex_idx[:1])
+            ]
+            control_name, image_before, image_after = moves[0]
+        return LabRun(seconds, _cells(page), image_before, image_after, control_name, live, moves)
     finally:
         with contextlib.suppress(Exception):
             page.screenshot(path=str(screenshot))
@@ -600,7 +613,9 @@ def selftest_explorer(first="slider"):
 """
 
 
-def _selftest_notebook(path: Path, broken: bool, first: str = "slider") -> None:
+def _selftest_notebook(path: Path, broken: bool, firsts=("slider",)) -> None:
+    """A small notebook: a cell with a stored output, a cell that raises on purpose, one explorer
+    cell for each kind of first control in ``firsts``, and (``broken``) an untagged error."""
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
@@ -615,7 +630,10 @@ def _selftest_notebook(path: Path, broken: bool, first: str = "slider") -> None:
         new_code_cell(
             "raise ValueError('shown on purpose')", metadata={"tags": ["raises-exception"]}
         ),
-        new_code_cell(f"selftest_explorer({first!r})", metadata={"tags": ["nbval-ignore-output"]}),
+    ]
+    cells += [
+        new_code_cell(f"selftest_explorer({first!r})", metadata={"tags": ["nbval-ignore-output"]})
+        for first in firsts
     ]
     if broken:
         cells.append(new_code_cell("1 / 0  # an error nobody tagged"))
@@ -636,6 +654,31 @@ def selftest_dir():
     return folder
 
 
+#: The explorers of the good self-test notebook, one per kind of first control, in cell order.
+GOOD_FIRSTS = ("slider", "dropdown", "range")
+
+
+@pytest.fixture(scope="module")
+def good_selftest(lab, browser, selftest_dir):
+    """The good self-test notebook run once (one page, one kernel) with every explorer moved:
+    the three tests below read their explorer's figures from it."""
+    nb = selftest_dir / "good.ipynb"
+    _selftest_notebook(nb, broken=False, firsts=GOOD_FIRSTS)
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(STEP_TIMEOUT_MS)
+    try:
+        shot = ARTIFACTS / "browser_selftest_good.png"
+        run = run_in_lab(
+            context.new_page(), lab, nb, "selftest_explorer", shot, every_explorer=True
+        )
+    finally:
+        context.close()
+        lab.shutdown_kernels()
+    return nb, run
+
+
+# one worker runs the three (they share good_selftest's run)
+@pytest.mark.xdist_group("tests/test_browser.py::harness")
 @pytest.mark.parametrize(
     "first, moved",
     [
@@ -645,14 +688,12 @@ def selftest_dir():
     ],
 )
 def test_harness_passes_a_good_notebook_and_moves_its_control(
-    lab, page, selftest_dir, first, moved
+    good_selftest, selftest_dir, first, moved
 ):
-    nb = selftest_dir / f"good_{first}.ipynb"
-    _selftest_notebook(nb, broken=False, first=first)
-    shot = ARTIFACTS / f"browser_selftest_good_{first}.png"
-    run = run_in_lab(page, lab, nb, "selftest_explorer", shot)
-    assert run.control == moved, run.control
-    assert run.image_before["sha"] != run.image_after["sha"]
+    nb, run = good_selftest
+    control, image_before, image_after = run.moves[GOOD_FIRSTS.index(first)]
+    assert control == moved, control
+    assert image_before["sha"] != image_after["sha"]
     # check 8 passes the outputs JupyterLab computed, and reports a stored output they disagree with
     assert compare_notebook(nb, run.live) == []
     import nbformat
@@ -665,6 +706,7 @@ def test_harness_passes_a_good_notebook_and_moves_its_control(
     assert len(problems) == 1 and "code cell 0" in problems[0] and "not ok" in problems[0]
 
 
+@pytest.mark.xdist_group("tests/test_browser.py::harness")
 def test_harness_reports_an_untagged_error(lab, page, selftest_dir):
     nb = selftest_dir / "broken.ipynb"
     _selftest_notebook(nb, broken=True)
