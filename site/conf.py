@@ -37,6 +37,7 @@ html_last_updated_fmt = None
 html_show_sourcelink = False
 html_copy_source = False  # the notebook to download is notebooks/download/NAME.ipynb
 html_show_sphinx = False
+html_use_index = False  # no API to index: the lessons and the search page
 
 # The stored outputs only: nothing runs at build time.
 nb_execution_mode = "off"
@@ -53,6 +54,9 @@ myst_heading_slug_func = "course_site.jupyterlab_slug"  # anchors as JupyterLab 
 myst_dmath_double_inline = True
 
 html_theme = "sphinx_book_theme"
+# The theme's sidebar without its logo block, which sits outside every landmark (axe's "region"):
+# the home page is the first entry of the navigation instead (home_page_in_toc).
+html_sidebars = {"**": ["sbt-sidebar-nav.html"]}  # the search field is in the header
 html_theme_options = {
     "repository_url": SETTINGS["repository_url"],
     "repository_branch": SETTINGS["branch"],

@@ -354,6 +354,9 @@ class Settings:
     jupyterhub_url: str | None = None  # a JupyterHub with nbgitpuller installed
     solutions: bool = False  # instructor view
     title: str = TITLE
+    #: a figure without a description stops the build; False only to preview a lesson whose
+    #: figures are still being described (its figures then carry no alt text: not for publishing)
+    require_descriptions: bool = True
 
     def __post_init__(self):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", self.repository):
@@ -570,6 +573,7 @@ def write_source(
                 "binderhub_url": settings.binderhub_url,
                 "jupyterhub_url": settings.jupyterhub_url,
                 "solutions": settings.solutions,
+                "require_descriptions": settings.require_descriptions,
                 "figures": figures,
                 "unlisted": unlisted,
             },
@@ -625,6 +629,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--binderhub-url", default=BINDERHUB_URL)
     parser.add_argument("--repository", default=REPOSITORY, help="OWNER/NAME on GitHub")
     parser.add_argument("--branch", default=BRANCH)
+    parser.add_argument(
+        "--allow-undescribed-figures",
+        action="store_true",
+        help="preview only: build although some figure has no description (no alt text)",
+    )
     args = parser.parse_args(argv)
     settings = Settings(
         repository=args.repository,
@@ -632,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
         binderhub_url=args.binderhub_url,
         jupyterhub_url=args.jupyterhub_url,
         solutions=args.solutions,
+        require_descriptions=not args.allow_undescribed_figures,
     )
     try:
         result = build(args.out, settings, quiet=False)

@@ -47,6 +47,8 @@ def apply_descriptions(app: Sphinx, doctree: nodes.document) -> None:
         text = described.get(digest)
         if text:
             image["alt"] = text
+        elif not _settings(app).get("require_descriptions", True):
+            logger.info(f"{docname}: figure {number} has no description (allowed: a preview)")
         elif not image.get("alt"):
             logger.warning(
                 f"{docname}: figure {number} ({image['uri']}) has no description; "
