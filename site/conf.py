@@ -26,6 +26,7 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx-mathjax-offline",  # MathJax 3.2.2 copied into _static/mathjax: no CDN
     "course_site",
+    "sphinx.ext.githubpages",  # .nojekyll: GitHub Pages serves _static/ and _images/ as they are
 ]
 
 exclude_patterns = ["_build", "site_settings.json", "intro.md", "notebooks/download/**"]

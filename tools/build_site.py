@@ -10,8 +10,8 @@ its stored outputs (those nbval compares), rendered by Sphinx + myst-nb + sphinx
 by a MathJax copied into the site. Sphinx runs with warnings as errors (``-W``): a broken internal
 link, an unknown output type or a figure without a description stops the build.
 
-What a lesson page gets, from the notebook (``helpers/course.py``'s ``LESSONS`` says which
-notebooks; a lesson's companion notebooks, if its entry names any, become pages under it):
+What a page gets, from its notebook (``helpers/course.py``'s ``NOTEBOOKS`` says which notebooks,
+in course order: each lesson's core, then its "Going further" companion if it has one):
 
 * **student view** (default): nbgrader's own ``ClearSolutions`` (with the course's stub from
   ``nbgrader/nbgrader_config.py``) and ``ClearHiddenTests``, as the release runs them, and the
@@ -60,8 +60,6 @@ TITLE = "The Transformer block, from one block to the full model"
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-#: The widget class an explorer's picture is in (helpers.widgets._base.Explorer).
-IMAGE_MODEL = "ImageModel"
 
 __all__ = [
     "Page",
@@ -84,8 +82,9 @@ __all__ = [
 # ---------------------------------------------------------------------------------------------
 
 
-def course_lessons(path: Path = ROOT / "helpers" / "course.py"):
-    """``LESSONS`` of ``helpers/course.py``, loaded from that file alone.
+def course_notebooks(path: Path = ROOT / "helpers" / "course.py"):
+    """``NOTEBOOKS`` of ``helpers/course.py`` (each core lesson, then its "Going further"
+    companion, in course order), loaded from that file alone; ``LESSONS`` if it has no NOTEBOOKS.
 
     ``import helpers.course`` would import the whole package (torch, ~2 s of CPU, and a 750 MB
     install for a job that only builds the site); the module itself needs only the standard library.
@@ -97,44 +96,35 @@ def course_lessons(path: Path = ROOT / "helpers" / "course.py"):
         spec.loader.exec_module(module)
     finally:
         sys.modules.pop(spec.name, None)
-    return module.LESSONS
+    return getattr(module, "NOTEBOOKS", module.LESSONS)
 
 
 @dataclasses.dataclass(frozen=True)
 class Page:
-    """One page of the site: a notebook under ``notebooks/`` and the lesson it belongs to."""
+    """One page of the site: a notebook under ``notebooks/`` and its entry in helpers.course."""
 
     lesson: object  # a helpers.course.Lesson
     notebook: str  # file name under notebooks/
-    companion: bool  # a companion notebook of the lesson, not its main one
+
+    @property
+    def companion(self) -> bool:
+        """A lesson's "Going further" companion notebook (``Lesson.further``), not its core."""
+        return bool(getattr(self.lesson, "further", False))
 
     @property
     def docname(self) -> str:
         return "notebooks/" + Path(self.notebook).stem
 
 
-def _companions(lesson) -> list[str]:
-    """Notebook names a lesson's entry gives besides ``notebook`` (any field naming .ipynb files)."""
-    found = []
-    for field in dataclasses.fields(lesson):
-        if field.name == "notebook":
-            continue
-        value = getattr(lesson, field.name)
-        values = value if isinstance(value, (list, tuple)) else [value]
-        found += [v for v in values if isinstance(v, str) and v.endswith(".ipynb")]
-    return found
-
-
-def lesson_pages(lessons, notebooks: Path = NOTEBOOKS) -> list[Page]:
-    """Every page in course order: each lesson's notebook, then its companions."""
+def lesson_pages(entries, notebooks: Path = NOTEBOOKS) -> list[Page]:
+    """One page per entry of ``helpers.course.NOTEBOOKS``, in course order."""
     pages = []
-    for lesson in lessons:
-        for name, companion in [(lesson.notebook, False)] + [(c, True) for c in _companions(lesson)]:
-            if not (Path(notebooks) / name).exists():
-                raise FileNotFoundError(
-                    f"lesson {lesson.number} names notebooks/{name}, which does not exist"
-                )
-            pages.append(Page(lesson, name, companion))
+    for entry in entries:
+        if not (Path(notebooks) / entry.notebook).exists():
+            raise FileNotFoundError(
+                f"lesson {entry.number} names notebooks/{entry.notebook}, which does not exist"
+            )
+        pages.append(Page(entry, entry.notebook))
     return pages
 
 
@@ -237,8 +227,8 @@ def _children(state: dict, model_id: str) -> list[str]:
     ]
 
 
-def _walk(state: dict, model_id: str) -> list[tuple[str, dict]]:
-    """The widget tree under ``model_id``, depth first: (model name, model state)."""
+def _walk(state: dict, model_id: str) -> list[tuple[str, dict, dict]]:
+    """The widget tree under ``model_id``, depth first: (model name, its state, the model)."""
     found, todo, seen = [], [model_id], set()
     while todo:
         mid = todo.pop(0)
@@ -251,48 +241,58 @@ def _walk(state: dict, model_id: str) -> list[tuple[str, dict]]:
     return found
 
 
-def _control_line(name: str, s: dict) -> str | None:
-    """One control of an explorer in words: its label, its kind, its range or options, its default."""
-    label = (s.get("description") or "").strip() or "(unlabelled)"
-    if name.endswith("RangeSliderModel"):
-        lo, hi = s.get("value", [None, None])
-        return f"`{label}`: a range slider from {s.get('min')} to {s.get('max')}, set to {lo}–{hi}"
-    if name.endswith("SliderModel"):
-        step = f", step {s.get('step')}" if s.get("step") not in (None, 1) else ""
-        return (
-            f"`{label}`: a slider from {s.get('min')} to {s.get('max')}{step}, "
-            f"set to {s.get('value')}"
-        )
-    if name in {"DropdownModel", "RadioButtonsModel", "ToggleButtonsModel", "SelectModel"}:
-        options = list(s.get("_options_labels") or [])
-        index = s.get("index")
-        current = options[index] if isinstance(index, int) and 0 <= index < len(options) else None
-        return f"`{label}`: a choice of {', '.join(options)}; set to {current}"
-    if name in {"CheckboxModel", "ToggleButtonModel"}:
-        return f"`{label}`: a check box, {'on' if s.get('value') else 'off'}"
-    if name in {"TextModel", "TextareaModel"}:
-        return f"`{label}`: a text box, set to “{s.get('value')}”"
-    if name in {"IntTextModel", "FloatTextModel", "BoundedIntTextModel", "BoundedFloatTextModel"}:
-        return f"`{label}`: a number box, set to {s.get('value')}"
+def _is_picture(model: dict) -> bool:
+    """A widget that shows a PNG: ipywidgets' ``Image`` or the course's ``Picture`` (anywidget),
+    recognised by what they hold (a ``value`` buffer and ``format``), not by their class name."""
+    state = model.get("state") or {}
+    paths = {tuple(b.get("path") or ()) for b in model.get("buffers") or []}
+    return ("value",) in paths and "format" in state
+
+
+def _picture_description(state: dict) -> str | None:
+    """The picture's description: the Picture's ``description`` (its ``<img alt>``), else an
+    ipywidgets Image's ``tooltip``."""
+    for key in ("description", "tooltip"):
+        text = state.get(key)
+        if isinstance(text, str) and text.strip():
+            return " ".join(text.split())
     return None
 
 
-def explorer_description(state: dict, model_id: str) -> str | None:
-    """The description of an explorer's picture in its saved state (the Image widget's tooltip)."""
-    for name, s, _ in _walk(state, model_id):
-        if name == IMAGE_MODEL:
-            text = s.get("tooltip")
-            if isinstance(text, str) and text.strip():
-                return " ".join(text.split())
+def _control_line(name: str, s: dict) -> str | None:
+    """One control of an explorer in words: its label, its kind, its range or options, its default.
+
+    Works from the saved state alone, for ipywidgets' controls and the course's own (anywidget
+    models, whose traits have the same names: value, min, max, step, description, index).
+    """
+    label = (s.get("description") or "").strip() or "(unlabelled)"
+    value = s.get("value")
+    labels = s.get("_options_labels") or s.get("_labels")
+    if {"min", "max"} <= s.keys() and isinstance(value, list | tuple) and len(value) == 2:
+        lo, hi = value
+        return f"`{label}`: a range slider from {s['min']} to {s['max']}, set to {lo}–{hi}"
+    if {"min", "max"} <= s.keys() and isinstance(value, int | float) and "Progress" not in name:
+        step = f", step {s.get('step')}" if s.get("step") not in (None, 1) else ""
+        return f"`{label}`: a slider from {s['min']} to {s['max']}{step}, set to {value}"
+    if isinstance(labels, list) and "index" in s:
+        index = s.get("index")
+        current = labels[index] if isinstance(index, int) and 0 <= index < len(labels) else None
+        return f"`{label}`: a choice of {', '.join(map(str, labels))}; set to {current}"
+    if name in {"CheckboxModel", "ToggleButtonModel"} or (isinstance(value, bool) and "_esm" in s):
+        return f"`{label}`: a check box, {'on' if value else 'off'}"
+    if name in {"TextModel", "TextareaModel"}:
+        return f"`{label}`: a text box, set to “{value}”"
     return None
 
 
 def explorer_still(nb, output, links: dict) -> list:
     """The outputs that replace a widget view on the site: a still and how to run it live.
 
-    An explorer (a widget tree holding an Image) becomes its PNG, as the notebook's run left it
-    (the explorer's default view) with its description, then a list of its controls at their
+    An explorer (a widget tree holding a picture) becomes that picture's PNG, as the notebook's
+    run left it (the explorer's default view), with its description, then its controls at their
     defaults and the launch links. Any other widget (a progress bar) becomes one line naming it.
+    Text the widgets held (an explorer's status line, a progress bar's loss) is left out: it is
+    not in the outputs nbval compares, and the site shows no number the tests did not check.
     """
     state = _widget_state(nb)
     model_id = output["data"][WIDGET_VIEW]["model_id"]
@@ -302,39 +302,33 @@ def explorer_still(nb, output, links: dict) -> list:
             f"widget output {model_id} has no saved state in the notebook (execute it with "
             "tools/run_notebooks.py, which stores the widget state)"
         )
-    images = [model for name, _, model in tree if name == IMAGE_MODEL]
-    run = "Run the lesson" + (
-        " (" + ", ".join(f"[{k}]({v})" for k, v in links.items() if k != "download") + ")"
-        if links
-        else ""
+    pictures = [(s, model) for _, s, model in tree if _is_picture(model)]
+    run = "run the lesson" + (
+        " (" + ", ".join(f"[{k}]({v})" for k, v in links.items()) + ")" if links else ""
     )
-    if not images:
-        kinds = sorted({name.removesuffix("Model") for name, _, _ in tree} - {"Layout", "HBox",
-                       "VBox", "Box"} - {n for n in (name.removesuffix("Model") for name, _, _ in tree)
-                                         if n.endswith("Style")})
+    if not pictures:
+        names = {n.removesuffix("Model") for n, _, _ in tree}
+        layout = {"Layout", "HBox", "VBox", "Box", "HTML", "Label"}
+        kinds = sorted(n for n in names - layout if not n.endswith("Style"))
         text = (
-            f"*A live output ({', '.join(kinds)}), shown while the cell runs in JupyterLab. "
-            f"{run} to see it.*"
+            f"*A live output ({', '.join(kinds) or 'a widget'}), shown while the cell runs in "
+            f"JupyterLab: {run} to see it.*"
         )
         return [nbformat.v4.new_output("display_data", data={"text/markdown": text})]
-    buffers = {tuple(b["path"]): b for b in images[0].get("buffers") or []}
-    if ("value",) not in buffers or buffers[("value",)].get("encoding") != "base64":
-        raise ValueError(f"the explorer's Image widget in output {model_id} holds no stored PNG")
-    png = buffers[("value",)]["data"]
-    fmt = images[0]["state"].get("format", "png")
-    if fmt != "png":
-        raise ValueError(f"the explorer's Image widget holds {fmt!r}, not a PNG")
-    metadata = {}
-    described = explorer_description(state, model_id)
-    if described:
-        metadata = {"image/png": {"alt": described}}
+    picture_state, picture = pictures[0]
+    buffer = next(b for b in picture["buffers"] if tuple(b["path"]) == ("value",))
+    if buffer.get("encoding") != "base64" or picture_state.get("format") != "png":
+        raise ValueError(f"the picture of widget output {model_id} holds no stored PNG")
+    described = _picture_description(picture_state)
     still = nbformat.v4.new_output(
-        "display_data", data={"image/png": png, "text/plain": "<explorer still>"}, metadata=metadata
+        "display_data",
+        data={"image/png": buffer["data"], "text/plain": f"Explorer still: {described or ''}"},
+        metadata={"image/png": {"alt": described}} if described else {},
     )
     controls = [line for name, s, _ in tree if (line := _control_line(name, s))]
     text = (
         "*A still of the explorer's default view: the picture the code drew when the notebook "
-        f"was executed. To move its controls, {run[0].lower() + run[1:]} and run this cell.*"
+        f"was executed. To move its controls, {run} and run this cell.*"
     )
     if controls:
         text += "\n\nIts controls, at their defaults:\n\n" + "\n".join(f"- {c}" for c in controls)
@@ -386,11 +380,16 @@ def launch_links(page: Page, settings: Settings) -> dict[str, str]:
     if settings.jupyterhub_url:
         name = settings.repository.split("/")[1]
         query = urlencode(
-            {"repo": settings.repository_url, "urlpath": f"lab/tree/{name}/{path}",
-             "branch": settings.branch},
+            {
+                "repo": settings.repository_url,
+                "urlpath": f"lab/tree/{name}/{path}",
+                "branch": settings.branch,
+            },
             safe="/",
         )
-        links["JupyterHub"] = f"{settings.jupyterhub_url.rstrip('/')}/hub/user-redirect/git-pull?{query}"
+        links["JupyterHub"] = (
+            f"{settings.jupyterhub_url.rstrip('/')}/hub/user-redirect/git-pull?{query}"
+        )
     return links
 
 
@@ -437,7 +436,7 @@ def _place_cell(page: Page, pages: list[Page], nb, settings: Settings, titles: d
     def link(p: Page) -> str:
         return f"[{titles[p.notebook]}]({Path(p.notebook).name})"
 
-    kind = "A companion notebook of lesson" if page.companion else "Lesson"
+    kind = "Going further, the companion of lesson" if page.companion else "Lesson"
     numbers = [p.lesson.number for p in mains]
     lines = [
         f"**{kind} {page.lesson.number}** of this course (lessons {numbers[0]} to {numbers[-1]}).",
@@ -460,7 +459,9 @@ def _place_cell(page: Page, pages: list[Page], nb, settings: Settings, titles: d
         f"or locally, after the README's set-up: `jupyter lab notebooks/{page.notebook}`.",
     ]
     if settings.solutions:
-        lines.append("- Instructor view: each exercise's solution and hidden tests are folded below.")
+        lines.append(
+            "- Instructor view: each exercise's solution and hidden tests are folded below."
+        )
     else:
         lines.append(
             "- Exercises appear as students get them (solutions replaced by a stub, no hidden tests)."
@@ -546,22 +547,27 @@ def write_source(
     site_source: Path = SITE_SOURCE,
 ) -> list[Page]:
     """Lay out the Sphinx source folder ``src``: conf.py and friends, index, one notebook a page."""
-    lessons = course_lessons() if lessons is None else lessons
+    lessons = course_notebooks() if lessons is None else lessons
     pages = lesson_pages(lessons, notebooks)
     listed = {p.notebook for p in pages}
     unlisted = sorted(p.name for p in Path(notebooks).glob("*.ipynb") if p.name not in listed)
     src = Path(src)
     shutil.copytree(site_source, src, dirs_exist_ok=True, ignore=shutil.ignore_patterns("_build"))
     (src / "notebooks").mkdir(exist_ok=True)
-    titles = {p.notebook: _title(nbformat.read(str(Path(notebooks) / p.notebook), as_version=4))
-              for p in pages}
+    titles = {
+        p.notebook: _title(nbformat.read(str(Path(notebooks) / p.notebook), as_version=4))
+        for p in pages
+    }
     figures = {}
     (src / "notebooks" / "download").mkdir(exist_ok=True)
     for page in pages:
         nb, described = page_notebook(page, pages, settings, notebooks)
         nbformat.write(nb, str(src / f"{page.docname}.ipynb"))
         figures[page.docname] = described
-        nbformat.write(download_notebook(page, settings, notebooks), str(src / "notebooks" / "download" / page.notebook))
+        nbformat.write(
+            download_notebook(page, settings, notebooks),
+            str(src / "notebooks" / "download" / page.notebook),
+        )
     intro = (site_source / "intro.md").read_text() if (site_source / "intro.md").exists() else ""
     (src / "index.md").write_text(_index(pages, settings, titles, intro))
     (src / "site_settings.json").write_text(
