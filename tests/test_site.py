@@ -491,7 +491,7 @@ def _page_id(page) -> str:
 @pytest.fixture(scope="module")
 def course_site(tmp_path_factory):
     out = tmp_path_factory.mktemp("course-site") / "html"
-    settings = build_site.Settings(jupyterhub_url=HUB, require_descriptions=False)  # TEMP
+    settings = build_site.Settings(jupyterhub_url=HUB)
     build_site.build(out, settings)
     return out
 
@@ -618,8 +618,6 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-#: Every page of the site: the lessons, the home page, the search page.
-SITE_PAGES = ["index.html", "search.html"] + [f"{p.docname}.html" for p in COURSE_PAGES]
 LAUNCH_BINDER = re.compile(
     r"https://mybinder\.org/v2/gh/(?P<repo>[\w.-]+/[\w.-]+)/(?P<branch>[\w.-]+)"
     r"\?urlpath=lab/tree/(?P<path>notebooks/[\w.-]+\.ipynb)"
@@ -709,7 +707,7 @@ def _check_internal_links(browsing: Browsing, course_site: Path, hrefs: list[str
 
 @pytest.mark.parametrize("page", COURSE_PAGES, ids=_page_id)
 @browser_marks
-def test_site_lesson_page_in_chromium(browsing, course_site, page):
+def test_site_lesson_page_reads_right_in_chromium_and_passes_axe(browsing, course_site, page):
     nb = _instructor(page)
     title = build_site._title(nb)
     tab = _open(browsing, f"{page.docname}.html")
@@ -778,15 +776,14 @@ def test_site_lesson_page_in_chromium(browsing, course_site, page):
     assert download, "no download link for the notebook"
     assert tab.request.get(download[0]).status == 200
     tab.screenshot(path=str(ARTIFACTS / f"site_{_page_id(page)}.png"))
+    _axe(browsing, tab, f"{page.docname}.html")
     assert not browsing.refused, f"the page asked another address: {browsing.refused[:3]}"
 
 
-@pytest.mark.parametrize("path", SITE_PAGES)
-@browser_marks
-def test_site_page_axe_finds_no_serious_or_critical_violation(browsing, course_site, path):
+def _axe(browsing: Browsing, tab, path: str) -> None:
+    """An axe scan of the page as it is: no serious or critical violation; counts recorded."""
     from axe_playwright_python.sync_playwright import Axe
 
-    tab = _open(browsing, path)
     violations = Axe().run(tab).response["violations"]
     counts: dict[str, int] = {}
     for v in violations:
@@ -797,8 +794,18 @@ def test_site_page_axe_finds_no_serious_or_critical_violation(browsing, course_s
         for v in violations
         if v["impact"] in ("serious", "critical")
     ]
-    assert not bad, f"{path}: {bad}"
-    if path != "search.html":  # the search page's own links are built by its script
+    assert not bad, f"{path}: axe finds {bad}"
+
+
+@pytest.mark.parametrize("path", ["index.html", "search.html"])
+@browser_marks
+def test_site_home_and_search_pages_pass_axe_and_link_right(browsing, course_site, path):
+    """The pages that are not lessons (each lesson page is scanned by the test above)."""
+    tab = _open(browsing, path)
+    _axe(browsing, tab, path)
+    if path == "index.html":
         hrefs = tab.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
+        lessons = {f"{browsing.base}{p.docname}.html" for p in COURSE_PAGES}
+        assert lessons <= {urldefrag(h)[0] for h in hrefs}, "the home page misses a lesson"
         _check_internal_links(browsing, course_site, hrefs, path)
     assert not browsing.refused, f"{path} asked another address: {browsing.refused[:3]}"
