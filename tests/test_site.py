@@ -3,21 +3,22 @@
 Two kinds of site are built, each once per module, into temporary folders, by the same function
 the README's command runs, with Sphinx's warnings as errors:
 
-* a **fixture course** of two small generated lessons (one with a companion notebook), whose
+* a **fixture course** of two small generated lessons (one with a "Going further" companion), whose
   notebooks hold every case the build handles: a described figure, an explorer with its saved
   widget state, a progress widget, an exercise with a solution and hidden tests, math, a heading
   link, a "Going further" section, a stored output that the source would not print today. It
   shows the build does what it says, and fails when it should (a figure without a description,
   a notebook no lesson names);
-* the **course itself**, every lesson of ``helpers.course.LESSONS``: each page is there with its
+* the **course itself**, every notebook of ``helpers.course.NOTEBOOKS``: each page is there with its
   title, every figure, every stored stream output, no solution and no hidden test.
 
 The browser tests (marked ``browser``) open the course's site in Debian's Chromium from a server
 on the loopback address, with every other address refused: per page the title, math rendered by
 the site's own MathJax, every figure loaded with its description as alt text, every internal link
 resolving, the launch links well formed; and an axe scan of every page (no serious or critical
-violation; the counts per page are written to ``test-artifacts/site_axe.json``, and a screenshot
-of each page to ``test-artifacts/site_<page>.png``).
+violation, in the theme's light and its dark mode; the counts per page are written to
+``test-artifacts/site_axe.json``, and a screenshot of each lesson page to
+``test-artifacts/site_<notebook>.png``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ import build_site  # noqa: E402
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 HUB = "https://hub.example.edu"  # a JupyterHub address for the launch links (never contacted)
+STEP_TIMEOUT_MS = 120_000  # opening a page, typesetting its math: generous on a loaded machine
 
 
 # ---------------------------------------------------------------------------------------------
@@ -653,6 +655,7 @@ def browsing(course_site):
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.set_default_timeout(STEP_TIMEOUT_MS)
 
                 def route(r):
                     if r.request.url.startswith(base):
@@ -674,6 +677,7 @@ def browsing(course_site):
 
 def _open(browsing: Browsing, path: str):
     page = browsing.page
+    page.emulate_media(color_scheme="light")
     response = page.goto(browsing.base + path)
     assert response is not None and response.status == 200, path
     # MathJax typesets after load: wait for it (pages without math have MathJax too)
@@ -781,19 +785,26 @@ def test_site_lesson_page_reads_right_in_chromium_and_passes_axe(browsing, cours
 
 
 def _axe(browsing: Browsing, tab, path: str) -> None:
-    """An axe scan of the page as it is: no serious or critical violation; counts recorded."""
+    """Axe scans of the page in the theme's light and dark modes (the reader's system setting
+    picks one): no serious or critical violation in either; the counts are recorded."""
     from axe_playwright_python.sync_playwright import Axe
 
-    violations = Axe().run(tab).response["violations"]
-    counts: dict[str, int] = {}
-    for v in violations:
-        counts[v["impact"]] = counts.get(v["impact"], 0) + len(v["nodes"])
-    browsing.axe[path] = {"counts": counts, "rules": sorted({v["id"] for v in violations})}
-    bad = [
-        (v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
-        for v in violations
-        if v["impact"] in ("serious", "critical")
-    ]
+    bad = []
+    for scheme in ("light", "dark"):
+        tab.emulate_media(color_scheme=scheme)
+        tab.wait_for_function(f"() => document.documentElement.dataset.theme === '{scheme}'")
+        violations = Axe().run(tab).response["violations"]
+        counts: dict[str, int] = {}
+        for v in violations:
+            counts[v["impact"]] = counts.get(v["impact"], 0) + len(v["nodes"])
+        rules = sorted({v["id"] for v in violations})
+        browsing.axe.setdefault(path, {})[scheme] = {"counts": counts, "rules": rules}
+        bad += [
+            (scheme, v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
+            for v in violations
+            if v["impact"] in ("serious", "critical")
+        ]
+    tab.emulate_media(color_scheme="light")
     assert not bad, f"{path}: axe finds {bad}"
 
 
