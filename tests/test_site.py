@@ -524,7 +524,8 @@ def _expected_figures(page) -> dict[str, str | None]:
 
 @pytest.mark.parametrize("page", COURSE_PAGES, ids=_page_id)
 def test_site_course_page_shows_the_lessons_stored_outputs(course_site, page):
-    """Every stored stream output of the lesson (the text nbval compares) is on its page."""
+    """Every stored text output of the lesson (printed lines and values' reprs: the text nbval
+    compares) is on its page."""
     text = _plain(course_site / f"{page.docname}.html")
     nb = _instructor(page)
     missing = []
@@ -532,10 +533,16 @@ def test_site_course_page_shows_the_lessons_stored_outputs(course_site, page):
         if cell.cell_type != "code" or build_site._is_exercise_cell(cell):
             continue
         for output in cell.get("outputs", []):
+            data = output.get("data", {})
             if output.get("output_type") == "stream":
-                for line in output["text"].splitlines():
-                    if line.strip() and line.strip() not in text:
-                        missing.append((index, line.strip()[:80]))
+                shown = output["text"]
+            elif set(data) == {"text/plain"}:  # a value's repr, shown as text
+                shown = data["text/plain"]
+            else:
+                continue
+            for line in shown.splitlines():
+                if line.strip() and line.strip() not in text:
+                    missing.append((index, line.strip()[:80]))
     assert not missing, f"stored outputs not on the page (cell, line): {missing[:5]}"
 
 
