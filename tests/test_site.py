@@ -1,102 +1,31 @@
-"""The reading site (tools/build_site.py): built offline from the stored outputs, student view.
+"""The reading site's build (tools/build_site.py), on a fixture course made for it.
 
-Two kinds of site are built, each once per module, into temporary folders, by the same function
-the README's command runs, with Sphinx's warnings as errors:
-
-* a **fixture course** of two small generated lessons (one with a "Going further" companion), whose
-  notebooks hold every case the build handles: a described figure, an explorer with its saved
-  widget state, a progress widget, an exercise with a solution and hidden tests, math, a heading
-  link, a "Going further" section, a stored output that the source would not print today. It
-  shows the build does what it says, and fails when it should (a figure without a description,
-  a notebook no lesson names);
-* the **course itself**, every notebook of ``helpers.course.NOTEBOOKS``: each page is there with its
-  title, every figure, every stored stream output, no solution and no hidden test.
-
-The browser tests (marked ``browser``) open the course's site in Debian's Chromium from a server
-on the loopback address, with every other address refused: per page the title, math rendered by
-the site's own MathJax, every figure loaded with its description as alt text, every internal link
-resolving, the launch links well formed; and an axe scan of every page (no serious or critical
-violation, in the theme's light and its dark mode; the counts per page are written to
-``test-artifacts/site_axe.json``, and a screenshot of each lesson page to
-``test-artifacts/site_<notebook>.png``).
+A fixture course of two small generated lessons and a "Going further" companion, whose notebooks
+hold every case the build handles: a described figure, an explorer with its saved widget state
+(the course's anywidget Picture in one lesson, an ipywidgets Image in the other), a progress
+widget, an exercise with a solution and hidden tests, math, links to headings, a stored output
+that the source would not print today. It is built once per view (student, instructor) by the
+function the README's command runs, with Sphinx's warnings as errors: the build does what it
+says, and fails when it should (a figure without a description, a notebook no lesson names).
+The course's own site: tests/test_site_course.py.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
-import functools
 import html
-import http.server
 import io
-import json
 import re
-import sys
-import threading
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urldefrag, urlparse
+from urllib.parse import parse_qs, urlparse
 
 import matplotlib.pyplot as plt
 import nbformat
 import pytest
+from _site import article_html, build_site, read_page  # tests/ is on sys.path (no __init__.py)
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import build_site  # noqa: E402
-
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
 HUB = "https://hub.example.edu"  # a JupyterHub address for the launch links (never contacted)
-STEP_TIMEOUT_MS = 120_000  # opening a page, typesetting its math: generous on a loaded machine
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading built HTML
-# ---------------------------------------------------------------------------------------------
-
-
-class _Page(HTMLParser):
-    """Tags with their attributes, element ids, and the text outside <script>/<style>."""
-
-    def __init__(self, text: str):
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, dict]] = []
-        self.ids: set[str] = set()
-        self.text: list[str] = []
-        self._skip = 0
-        self.feed(text)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        self.tags.append((tag, attrs))
-        if attrs.get("id"):
-            self.ids.add(attrs["id"])
-        if tag in ("script", "style"):
-            self._skip += 1
-
-    def handle_endtag(self, tag):
-        if tag in ("script", "style") and self._skip:
-            self._skip -= 1
-
-    def handle_data(self, data):
-        if not self._skip:
-            self.text.append(data)
-
-    def all(self, tag: str) -> list[dict]:
-        return [a for t, a in self.tags if t == tag]
-
-
-def _read(path: Path) -> _Page:
-    return _Page(path.read_text())
-
-
-def _article(path: Path) -> str:
-    """The HTML of the page's main content (the lesson), without the theme's navigation."""
-    text = path.read_text()
-    start = text.index('<article class="bd-article">')
-    return text[start : text.index("</article>", start)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +279,7 @@ def test_site_pages_follow_the_course_order_with_companions(fixture_site):
     site = base / "student"
     for name in ("04_fixture", "04b_companion", "05_fixture"):
         assert (site / "notebooks" / f"{name}.html").exists(), name
-    index = _article(site / "index.html")
+    index = article_html(site / "index.html")
     order = [
         index.index(f"notebooks/{n}.html") for n in ("04_fixture", "04b_companion", "05_fixture")
     ]
@@ -360,7 +289,7 @@ def test_site_pages_follow_the_course_order_with_companions(fixture_site):
 def test_site_shows_stored_outputs_and_never_executes(fixture_site):
     """The page shows the notebook's stored output, not what running the source would print."""
     base, _ = fixture_site
-    page = _article(base / "student" / "notebooks" / "04_fixture.html")
+    page = article_html(base / "student" / "notebooks" / "04_fixture.html")
     assert STORED_ONLY in html.unescape(page)
     assert "hello\n" not in html.unescape(page).replace("print('hello')", "")
 
@@ -379,7 +308,7 @@ def test_site_student_view_has_no_solution_no_hidden_tests_no_instructor_verdict
 
 def test_site_instructor_view_folds_solutions_and_hidden_tests(fixture_site):
     base, _ = fixture_site
-    page = html.unescape(_article(base / "instructor" / "notebooks" / "04_fixture.html"))
+    page = html.unescape(article_html(base / "instructor" / "notebooks" / "04_fixture.html"))
     assert "torch_free_secret_answer" in page and "answer_hidden_case" in page
     assert "instructor verdict" in page
     # both exercise cells' sources sit inside a folded <details> block
@@ -392,7 +321,7 @@ def test_site_instructor_view_folds_solutions_and_hidden_tests(fixture_site):
 def test_site_figure_alt_is_the_notebooks_description(fixture_site, name):
     base, stills = fixture_site
     site = base / "student"
-    page = _read(site / "notebooks" / f"{name}.html")
+    page = read_page(site / "notebooks" / f"{name}.html")
     images = [a for a in page.all("img") if "_images/" in a.get("src", "")]
     alts = sorted(a.get("alt") for a in images)
     assert alts == sorted([FIGURE_DESCRIPTION, EXPLORER_DESCRIPTION]), alts
@@ -404,7 +333,7 @@ def test_site_figure_alt_is_the_notebooks_description(fixture_site, name):
 
 def test_site_explorer_still_lists_controls_and_how_to_run_live(fixture_site):
     base, _ = fixture_site
-    page = html.unescape(_article(base / "student" / "notebooks" / "04_fixture.html"))
+    page = html.unescape(article_html(base / "student" / "notebooks" / "04_fixture.html"))
     assert "A still of the explorer" in page
     assert "d_model" in page and "a slider from 8 to 512, step 8, set to 64" in page
     assert "a choice of sinusoidal, rotary; set to rotary" in page
@@ -417,15 +346,15 @@ def test_site_place_box_links_previous_next_needs_and_launchers(fixture_site):
     base, _ = fixture_site
     site = base / "student"
     path = site / "notebooks" / "04b_companion.html"
-    box = html.unescape(_article(path).split('class="course-place admonition"', 1)[1])
+    box = html.unescape(article_html(path).split('class="course-place admonition"', 1)[1])
     assert "Going further, the companion of lesson 4" in box
     assert 'href="04_fixture.html"' in box and 'href="05_fixture.html"' in box
-    four = html.unescape(_article(site / "notebooks" / "04_fixture.html"))
+    four = html.unescape(article_html(site / "notebooks" / "04_fixture.html"))
     assert "What you need: lesson 3 and patience." in re.sub(r"<[^>]+>", "", four)
     further = re.search(r'<a class="reference internal" href="#([^"]+)">.{0,80}Going further', four)
     assert further and f'id="{further.group(1)}"' in four, "the box's Going further link resolves"
     hrefs = [
-        a["href"] for a in _read(site / "notebooks" / "04_fixture.html").all("a") if "href" in a
+        a["href"] for a in read_page(site / "notebooks" / "04_fixture.html").all("a") if "href" in a
     ]
     binder = "https://mybinder.org/v2/gh/someone/course-fork/spring?urlpath=lab/tree/notebooks/04_fixture.ipynb"
     assert binder in hrefs
@@ -451,7 +380,7 @@ def test_site_loads_nothing_from_another_host(fixture_site):
     base, _ = fixture_site
     site = base / "student"
     for path in site.rglob("*.html"):
-        page = _read(path)
+        page = read_page(path)
         for tag, attr in (("script", "src"), ("link", "href"), ("img", "src"), ("iframe", "src")):
             for attrs in page.all(tag):
                 value = attrs.get(attr) or ""
@@ -476,354 +405,3 @@ def test_site_settings_refuse_bad_addresses():
         build_site.Settings(repository="not a repo")
     with pytest.raises(ValueError, match="jupyterhub_url must be an http"):
         build_site.Settings(jupyterhub_url="hub.example.edu/path")
-
-
-# ---------------------------------------------------------------------------------------------
-# The course's own site
-# ---------------------------------------------------------------------------------------------
-
-COURSE_PAGES = build_site.lesson_pages(build_site.course_notebooks())
-REPO_URL = f"https://github.com/{build_site.REPOSITORY}"
-
-
-def _page_id(page) -> str:
-    return Path(page.notebook).stem
-
-
-@pytest.fixture(scope="module")
-def course_site(tmp_path_factory):
-    out = tmp_path_factory.mktemp("course-site") / "html"
-    settings = build_site.Settings(jupyterhub_url=HUB)
-    build_site.build(out, settings)
-    return out
-
-
-def _instructor(page) -> nbformat.NotebookNode:
-    return nbformat.read(str(ROOT / "notebooks" / page.notebook), as_version=4)
-
-
-def _plain(path: Path) -> str:
-    """The article's text, tags removed, entities decoded."""
-    return html.unescape(re.sub(r"<[^>]+>", "", _article(path)))
-
-
-def _expected_figures(page) -> dict[str, str | None]:
-    """{sha256 of each image the page must show: its description}, from the committed notebook."""
-    nb = build_site.student_view(_instructor(page))
-    found = {}
-    for cell in nb.cells:
-        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
-            if "image/png" in output.get("data", {}):
-                found[build_site.image_digest(output)] = build_site.figure_description(output)
-            elif build_site.WIDGET_VIEW in output.get("data", {}):
-                for still in build_site.explorer_still(nb, output, {}):
-                    if "image/png" in still["data"]:
-                        found[build_site.image_digest(still)] = build_site.figure_description(still)
-    return found
-
-
-@pytest.mark.parametrize("page", COURSE_PAGES, ids=_page_id)
-def test_site_course_page_shows_the_lessons_stored_outputs(course_site, page):
-    """Every stored text output of the lesson (printed lines and values' reprs: the text nbval
-    compares) is on its page."""
-    text = _plain(course_site / f"{page.docname}.html")
-    nb = _instructor(page)
-    missing = []
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or build_site._is_exercise_cell(cell):
-            continue
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            if output.get("output_type") == "stream":
-                shown = output["text"]
-            elif set(data) == {"text/plain"}:  # a value's repr, shown as text
-                shown = data["text/plain"]
-            else:
-                continue
-            for line in shown.splitlines():
-                if line.strip() and line.strip() not in text:
-                    missing.append((index, line.strip()[:80]))
-    assert not missing, f"stored outputs not on the page (cell, line): {missing[:5]}"
-
-
-@pytest.mark.parametrize("page", COURSE_PAGES, ids=_page_id)
-def test_site_course_page_is_the_student_view(course_site, page):
-    """No line of any solution, no hidden test, no verdict on the instructor's answers; one stub each."""
-    text = _plain(course_site / f"{page.docname}.html")
-    nb = _instructor(page)
-    others = "\n".join(  # what the page shows anyway: the other cells and their stored outputs
-        c.source
-        + "".join(
-            o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-            for o in c.get("outputs", [])
-        )
-        for c in nb.cells
-        if not build_site._is_exercise_cell(c)
-    )
-    solutions = leaked = 0
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        region = re.findall(r"BEGIN SOLUTION\n(.*?)\n[^\n]*END SOLUTION", cell.source, flags=re.S)
-        hidden = re.findall(
-            r"BEGIN HIDDEN TESTS\n(.*?)\n[^\n]*END HIDDEN TESTS", cell.source, flags=re.S
-        )
-        if meta.get("solution") and cell.cell_type == "code":
-            solutions += 1
-        for block in region + hidden:
-            for line in block.splitlines():
-                line = line.strip()
-                if len(line) >= 20 and line not in others and line in text:
-                    leaked += 1
-                    print("on the page:", line)
-    assert leaked == 0
-    assert text.count("raise NotImplementedError()") >= solutions  # the course's stub, each
-
-
-@pytest.mark.parametrize("page", COURSE_PAGES, ids=_page_id)
-def test_site_course_page_has_every_figure_with_its_description(course_site, page):
-    path = course_site / f"{page.docname}.html"
-    expected = _expected_figures(page)
-    images = [a for a in _read(path).all("img") if "_images/" in a.get("src", "")]
-    shown = {Path(a["src"]).stem: a.get("alt") for a in images}
-    assert set(shown) == set(expected), "figures missing from the page or not from the notebook"
-    undescribed = [d for d, text in expected.items() if not text]
-    assert not undescribed, f"{len(undescribed)} figures of {page.notebook} have no description"
-    for digest, text in expected.items():
-        assert shown[digest] == text
-
-
-# ---------------------------------------------------------------------------------------------
-# In Chromium, offline
-# ---------------------------------------------------------------------------------------------
-
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - requirements-dev.txt has it
-    sync_playwright = None
-
-_BROWSER_MARKS = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="browser tests need Debian's Chromium at /usr/bin/chromium "
-        "(apt-get install chromium); playwright never downloads a browser here",
-    ),
-    pytest.mark.skipif(sync_playwright is None, reason="python playwright is not installed"),
-]
-
-
-def browser_marks(test):
-    """Marked ``browser``; skipped, saying why, without Debian's Chromium or playwright."""
-    for mark in _BROWSER_MARKS:
-        test = mark(test)
-    return test
-
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-LAUNCH_BINDER = re.compile(
-    r"https://mybinder\.org/v2/gh/(?P<repo>[\w.-]+/[\w.-]+)/(?P<branch>[\w.-]+)"
-    r"\?urlpath=lab/tree/(?P<path>notebooks/[\w.-]+\.ipynb)"
-)
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@dataclasses.dataclass
-class Browsing:
-    base: str  # http://127.0.0.1:PORT/
-    page: object  # a playwright Page
-    refused: list  # every request the page made to another address (all refused)
-    axe: dict  # page -> {impact: count}
-
-
-@pytest.fixture(scope="module")
-def browsing(course_site):
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(course_site))
-    )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
-    refused: list[str] = []
-    ARTIFACTS.mkdir(exist_ok=True)
-    counts: dict = {}
-    try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.set_default_timeout(STEP_TIMEOUT_MS)
-
-                def route(r):
-                    if r.request.url.startswith(base):
-                        r.continue_()
-                    else:
-                        refused.append(r.request.url)
-                        r.abort()
-
-                page.route("**/*", route)
-                yield Browsing(base, page, refused, counts)
-            finally:
-                browser.close()
-    finally:
-        server.shutdown()
-        server.server_close()
-        if counts:
-            (ARTIFACTS / "site_axe.json").write_text(json.dumps(counts, indent=1, sort_keys=True))
-
-
-def _open(browsing: Browsing, path: str):
-    page = browsing.page
-    page.emulate_media(color_scheme="light")
-    response = page.goto(browsing.base + path)
-    assert response is not None and response.status == 200, path
-    # MathJax typesets after load: wait for it (pages without math have MathJax too)
-    if page.locator("script[src*='mathjax/tex-chtml.js']").count():  # pages with math load it
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
-        page.evaluate("() => MathJax.startup.promise")
-    return page
-
-
-@functools.cache
-def _ids_of(path: Path) -> frozenset:
-    return frozenset(_read(path).ids)
-
-
-def _check_internal_links(browsing: Browsing, course_site: Path, hrefs: list[str], where: str):
-    broken = []
-    for href in hrefs:
-        url, fragment = urldefrag(href)
-        if not url.startswith(browsing.base):
-            continue
-        rel = unquote(urlparse(url).path).lstrip("/") or "index.html"
-        target = course_site / rel
-        if rel.endswith("/"):
-            target = target / "index.html"
-        if not target.is_file():
-            broken.append(href)
-        elif fragment and target.suffix == ".html" and fragment not in _ids_of(target):
-            broken.append(href)
-    assert not broken, f"{where}: links that resolve to nothing: {broken[:5]}"
-
-
-@pytest.mark.parametrize("page", COURSE_PAGES, ids=_page_id)
-@browser_marks
-def test_site_lesson_page_reads_right_in_chromium_and_passes_axe(browsing, course_site, page):
-    nb = _instructor(page)
-    title = build_site._title(nb)
-    tab = _open(browsing, f"{page.docname}.html")
-    # the title
-    assert tab.title().startswith(title), tab.title()
-    h1 = tab.locator("article h1").first.evaluate("e => e.firstChild.textContent.trim()")
-    assert h1 == title
-    # math: every formula typeset by the site's MathJax, none left as TeX
-    math = tab.evaluate(
-        """() => {
-        const all = [...document.querySelectorAll('article .math')];
-        return {n: all.length, typeset: all.filter(e => e.querySelector('mjx-container')).length};
-    }"""
-    )
-    has_math = any("$" in c.source for c in nb.cells if c.cell_type == "markdown")
-    assert (math["n"] > 0) == has_math, math
-    assert math["typeset"] == math["n"], f"{math['n'] - math['typeset']} formulas not rendered"
-    raw = tab.evaluate(
-        r"""() => {
-        const out = [];
-        for (const el of document.querySelectorAll('article p, article li, article td, article th, article h1, article h2, article h3')) {
-            const copy = el.cloneNode(true);
-            copy.querySelectorAll('code, pre, mjx-container, .math').forEach(x => x.remove());
-            const t = copy.textContent;
-            if (/\$[^$\s][^$]*\$|\\\(|\\\[/.test(t)) out.push(t.slice(0, 80));
-        }
-        return out;
-    }"""
-    )
-    assert not raw, f"TeX left unrendered: {raw[:3]}"
-    # figures: each one loaded, with the notebook's description as alt
-    expected = _expected_figures(page)
-    images = tab.evaluate(
-        """() => [...document.querySelectorAll('article img')].map(i => ({
-            src: i.getAttribute('src'), alt: i.getAttribute('alt'),
-            ok: i.complete && i.naturalWidth > 0}))"""
-    )
-    figures = [i for i in images if "_images/" in (i["src"] or "")]
-    assert sorted(Path(i["src"]).stem for i in figures) == sorted(expected)
-    for image in figures:
-        assert image["ok"], f"figure not loaded: {image['src']}"
-        assert image["alt"] and image["alt"] == expected[Path(image["src"]).stem], image
-    # links: every internal one resolves (page and anchor); launch links well formed
-    hrefs = tab.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
-    _check_internal_links(browsing, course_site, hrefs, page.notebook)
-    binder = [h for h in hrefs if h.startswith("https://mybinder.org/")]
-    assert binder, "no Binder link"
-    for href in binder:
-        match = LAUNCH_BINDER.fullmatch(href)
-        assert match, href
-        assert match["repo"] == build_site.REPOSITORY and match["branch"] == build_site.BRANCH
-        assert match["path"] == f"notebooks/{page.notebook}" and (ROOT / match["path"]).exists()
-    hub = [h for h in hrefs if h.startswith(HUB)]
-    assert hub, "no JupyterHub link although the build set a hub"
-    for href in hub:
-        url = urlparse(href)
-        assert url.path == "/hub/user-redirect/git-pull", href
-        assert parse_qs(url.query) == {
-            "repo": [REPO_URL],
-            "urlpath": [
-                f"lab/tree/{build_site.REPOSITORY.split('/')[1]}/notebooks/{page.notebook}"
-            ],
-            "branch": [build_site.BRANCH],
-        }, href
-    download = [h for h in hrefs if h.endswith(f"/{page.notebook}") and "/_downloads/" in h]
-    assert download, "no download link for the notebook"
-    assert tab.request.get(download[0]).status == 200
-    tab.screenshot(path=str(ARTIFACTS / f"site_{_page_id(page)}.png"))
-    _axe(browsing, tab, f"{page.docname}.html")
-    assert not browsing.refused, f"the page asked another address: {browsing.refused[:3]}"
-
-
-def _axe(browsing: Browsing, tab, path: str) -> None:
-    """Axe scans of the page in the theme's light and dark modes (the reader's system setting
-    picks one): no serious or critical violation in either; the counts are recorded."""
-    from axe_playwright_python.sync_playwright import Axe
-
-    bad = []
-    for scheme in ("light", "dark"):
-        tab.emulate_media(color_scheme=scheme)
-        tab.wait_for_function(f"() => document.documentElement.dataset.theme === '{scheme}'")
-        violations = Axe().run(tab).response["violations"]
-        counts: dict[str, int] = {}
-        for v in violations:
-            counts[v["impact"]] = counts.get(v["impact"], 0) + len(v["nodes"])
-        rules = sorted({v["id"] for v in violations})
-        browsing.axe.setdefault(path, {})[scheme] = {"counts": counts, "rules": rules}
-        bad += [
-            (scheme, v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
-            for v in violations
-            if v["impact"] in ("serious", "critical")
-        ]
-    tab.emulate_media(color_scheme="light")
-    assert not bad, f"{path}: axe finds {bad}"
-
-
-@pytest.mark.parametrize("path", ["index.html", "search.html"])
-@browser_marks
-def test_site_home_and_search_pages_pass_axe_and_link_right(browsing, course_site, path):
-    """The pages that are not lessons (each lesson page is scanned by the test above)."""
-    tab = _open(browsing, path)
-    _axe(browsing, tab, path)
-    if path == "index.html":
-        hrefs = tab.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
-        lessons = {f"{browsing.base}{p.docname}.html" for p in COURSE_PAGES}
-        assert lessons <= {urldefrag(h)[0] for h in hrefs}, "the home page misses a lesson"
-        _check_internal_links(browsing, course_site, hrefs, path)
-    assert not browsing.refused, f"{path} asked another address: {browsing.refused[:3]}"
