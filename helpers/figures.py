@@ -36,6 +36,8 @@ __all__ = [
     "png_bytes",
     "check_description",
     "trend",
+    "listing",
+    "ranking",
     "MAX_LENGTH",
 ]
 
@@ -110,7 +112,7 @@ def description_of(figure: Figure) -> str | None:
         text = text[:-1]
         if title and text[:2].istitle():  # "Falls ..." -> "falls ...", "RMS ..." stays
             text = text[0].lower() + text[1:]
-        parts.append(f"{title}: {text}" if title else text)
+        parts.append(f"{title} — {text}" if title else text)
     count = _NUMBERS.get(len(panels), str(len(panels)))
     return f"{count} panels, left to right; " + "; ".join(parts) + "."
 
@@ -133,6 +135,10 @@ def figure_bundle(figure: Figure, description: str | None = None) -> tuple[dict,
         raise ValueError(
             "the figure has no description: call helpers.figures.describe(fig, '...') first"
         )
+    # a layout engine (constrained, colorbars) settles over the first draw: lay the figure out
+    # once first, so that this PNG and the one IPython's inline formatter draws next (it
+    # overrides image/png) are the same bytes
+    figure.draw_without_rendering()
     png = base64.b64encode(png_bytes(figure)).decode("ascii")
     alt = html.escape(text, quote=True)
     data = {
@@ -155,3 +161,28 @@ def trend(values, rel: float = 0.05) -> str:
     if scale == 0 or abs(last - first) <= rel * scale:
         return "stays flat"
     return "rises" if last > first else "falls"
+
+
+def listing(items) -> str:
+    """``["a", "b", "c"]`` -> ``"a, b and c"`` (for a description)."""
+    items = [str(i) for i in items]
+    if not items:
+        raise ValueError("items must hold at least one entry")
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def ranking(finals, lowest: bool = True, rel: float = 0.01) -> str:
+    """Which named curve ends lowest (``lowest=False``: highest), for a description:
+    ``"'tied' ends lowest"``, or, when the best two are within ``rel`` of each other (too close to
+    call on every machine), ``"'tied' and 'untied' end within 1% of each other"``. ``finals``
+    maps a name to its last value. Used by the plot helpers of every lesson."""
+    items = sorted(((float(v), str(k)) for k, v in dict(finals).items()), reverse=not lowest)
+    if not items:
+        raise ValueError("finals must name at least one curve")
+    word = "lowest" if lowest else "highest"
+    if len(items) == 1:
+        return f"'{items[0][1]}' is the only curve"
+    (v1, n1), (v2, n2) = items[0], items[1]
+    if abs(v1 - v2) <= rel * max(abs(v1), abs(v2)):
+        return f"'{n1}' and '{n2}' end within {rel:.0%} of each other"
+    return f"'{n1}' ends {word}"

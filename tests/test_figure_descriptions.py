@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from pathlib import Path
 
 import matplotlib
 
@@ -66,8 +67,8 @@ def test_the_figure_description_wins_over_the_panels_and_panels_are_joined_by_ti
     describe(a, "The stream rises from block 0 to block 6.")
     describe(b, "The stream stays flat.")
     assert description_of(fig) == (
-        "Two panels, left to right; pre-norm: the stream rises from block 0 to block 6; "
-        "post-norm: the stream stays flat."
+        "Two panels, left to right; pre-norm — the stream rises from block 0 to block 6; "
+        "post-norm — the stream stays flat."
     )
     check_description(description_of(fig))  # the joined text is one sentence too
     describe(fig, "Both panels at once.")
@@ -123,3 +124,67 @@ def test_a_described_pyplot_figure_displays_its_bundle_through_ipython():
 )
 def test_trend_reads_first_against_last(values, word):
     assert trend(values) == word
+
+
+# --- every stored figure of every notebook -------------------------------------------------------
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9]*.ipynb"))
+
+
+def _image_outputs(path):
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if any(k.startswith("image/") for k in data) or "<img" in str(
+                data.get("text/html", "")
+            ):
+                yield index, out
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_stored_figure_has_one_description_in_all_its_forms(notebook):
+    """An image output without a description (a figure nobody described), or whose alt
+    metadata, HTML alt and text disagree, fails here with the cell's index."""
+    problems = []
+    for index, out in _image_outputs(notebook):
+        data, md = out["data"], out.get("metadata", {})
+        alt = md.get("image/png", {}).get("alt")
+        if not alt:
+            problems.append(f"cell {index}: an image output without metadata['image/png']['alt']")
+            continue
+        try:
+            check_description(alt)
+        except ValueError as e:
+            problems.append(f"cell {index}: {e}")
+        m = re.fullmatch(
+            r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)" alt="([^"]*)">',
+            data.get("text/html", ""),
+        )
+        if not m or html.unescape(m.group(2)) != alt:
+            problems.append(f"cell {index}: its text/html is not <img ... alt=the description>")
+        elif m.group(1) != data.get("image/png"):
+            problems.append(f"cell {index}: the PNG in text/html differs from image/png")
+        if data.get("text/plain") != f"Figure: {alt}":
+            problems.append(f"cell {index}: text/plain is {data.get('text/plain')!r}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_notebook_check_fails_on_a_figure_nobody_described(tmp_path):
+    """The check above, on a notebook written here with one plain matplotlib PNG output."""
+    import nbformat
+
+    fig, _ = _figure()
+    png = base64.b64encode(__import__("helpers.figures", fromlist=["png_bytes"]).png_bytes(fig))
+    cell = nbformat.v4.new_code_cell("plt.show()")
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data", data={"image/png": png.decode(), "text/plain": "<Figure>"}
+        )
+    ]
+    path = tmp_path / "04_fixture.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), path)
+    with pytest.raises(AssertionError, match=r"cell 0: an image output without"):
+        test_every_stored_figure_has_one_description_in_all_its_forms(path)

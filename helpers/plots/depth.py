@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..figures import describe, trend
 from ._common import axes as _axes
 
 __all__ = ["plot_parameter_count", "plot_residual_stream"]
@@ -62,6 +63,17 @@ def plot_parameter_count(
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")
+    describe(
+        ax,
+        f"Parameters against depth L = {int(x[0])} to {int(x[-1])}: own weights per block "
+        f"(circles) {trend(y)} from {int(y[0]):,} to {int(y[-1]):,}"
+        + (
+            f", one block reused (squares, dashed) {trend(s)} at {int(s[-1]):,}"
+            if shared is not None
+            else ""
+        )
+        + ".",
+    )
     return {"independent": independent, "shared": shared, "marker": marker}
 
 
@@ -93,4 +105,10 @@ def plot_residual_stream(contribution, stream, ax=None) -> dict:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")
+    growing = "grows with every block" if np.all(np.diff(s) > 0) else trend(s)
+    describe(
+        ax,
+        f"Mean norm per token against block 0 to {s.size - 1}: the stream ‖h_l‖ (circles) "
+        f"{growing} and each block's contribution (triangles) {trend(c)}.",
+    )
     return {"contribution": contrib_line, "stream": stream_line}

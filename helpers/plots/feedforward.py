@@ -12,6 +12,8 @@ import torch
 
 from .. import _validate as check
 from ..feedforward import gelu, gelu_tanh, relu, silu
+from ..figures import describe, listing
+from ..printing import fmt
 from ._common import axes as _axes
 
 __all__ = [
@@ -22,13 +24,15 @@ __all__ = [
     "update_shape_diagram",
 ]
 
-#: name -> (function, line style) of every curve the lesson draws.
+#: name -> (function, line style) of every curve the lesson draws: each has its own line style,
+#: so the curves are told apart without their colours.
 ACTIVATION_CURVES = {
     "relu": (relu, dict(color="tab:blue", lw=2.0)),
-    "gelu": (gelu, dict(color="tab:orange", lw=2.0)),
-    "gelu_tanh": (gelu_tanh, dict(color="black", lw=1.0, ls="--")),
-    "silu": (silu, dict(color="tab:green", lw=1.5)),
+    "gelu": (gelu, dict(color="tab:orange", lw=2.0, ls=(0, (6, 2)))),
+    "gelu_tanh": (gelu_tanh, dict(color="black", lw=1.0, ls=(0, (1, 1.5)))),
+    "silu": (silu, dict(color="tab:green", lw=1.5, ls="-.")),
 }
+_STYLE_WORDS = {"relu": "solid", "gelu": "dashed", "gelu_tanh": "dotted", "silu": "dash-dot"}
 
 
 def activation_curve(name: str, x: torch.Tensor) -> torch.Tensor:
@@ -59,9 +63,25 @@ def plot_activations(
     ax = _axes(ax)
     x = torch.linspace(lo, hi, n_points, dtype=torch.float64)  # [n_points]
     lines = {}
+    dips = []
     for name in names:
         y = activation_curve(name, x)  # [n_points]
         (lines[name],) = ax.plot(x.numpy(), y.numpy(), label=name, **ACTIVATION_CURVES[name][1])
+        low = float(y.min())
+        if low < -1e-3:
+            dips.append(f"{name} to {fmt(low, 2)}")
+    describe(
+        ax,
+        f"{listing(f'{n} ({_STYLE_WORDS[n]})' for n in names)} against input x from "
+        f"{fmt(lo, 3)} to {fmt(hi, 3)}: "
+        + (
+            f"below 0 {'all' if len(names) > 1 else 'it'} stays near 0, above 0 near x"
+            if lo < 0 < hi
+            else "one curve per activation"
+        )
+        + (f"; just left of 0, {listing(dips)} dip below 0" if dips else "")
+        + ".",
+    )
     ax.axhline(0, color="0.8", lw=0.8, zorder=0)
     ax.axvline(0, color="0.8", lw=0.8, zorder=0)
     ax.set_xlabel("input x")
@@ -142,3 +162,13 @@ def update_shape_diagram(artists: dict, shapes, names=None, ax=None) -> None:
         arrow.set_y(-1.0 * top)
     ax = ax if ax is not None else artists["bars"][0].axes
     ax.set_ylim(-1.25 * top, 1.45 * top)
+    steps = [
+        f"{'expand' if b > a else 'contract' if b < a else 'keep'} {a} to {b}"
+        for a, b in zip(widths, widths[1:], strict=False)
+    ]
+    describe(
+        ax,
+        f"{len(shapes)} bars whose heights are each tensor's last dimension, "
+        f"{listing(f'{n} {_shape_text(s)}' for n, s in zip(names, shapes, strict=True))}: "
+        f"{listing(steps)}.",
+    )

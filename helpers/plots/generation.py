@@ -5,12 +5,25 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..figures import describe, listing
+from ..printing import fmt
 from ._common import axes as _axes
 
-__all__ = ["KEPT", "DROPPED", "char_label", "top_tokens", "plot_next_token_distribution"]
+__all__ = [
+    "KEPT",
+    "DROPPED",
+    "DROPPED_HATCH",
+    "char_label",
+    "top_tokens",
+    "plot_next_token_distribution",
+    "style_bars",
+    "describe_distribution",
+]
 
-#: Bar colours: a token top-k keeps (it can be drawn), one it drops (probability set to 0).
+#: Bar colours: a token top-k keeps (it can be drawn), one it drops (probability set to 0); a
+#: dropped bar is hatched too, so kept and dropped differ without colour.
 KEPT, DROPPED = "tab:blue", "lightgray"
+DROPPED_HATCH = "////"
 
 
 def char_label(c: str) -> str:
@@ -45,10 +58,42 @@ def plot_next_token_distribution(
     ids = top_tokens(probs, n)
     heights = probs[ids].to(torch.float64).numpy()
     x = np.arange(len(ids))
-    colors = [KEPT if kept[i] else DROPPED for i in ids.tolist()]
-    bars = ax.bar(x, heights, color=colors, edgecolor="none")
+    bars = ax.bar(x, heights)
+    style_bars(bars, [bool(kept[i]) for i in ids.tolist()])
     ax.set_xticks(x, [char_label(labels[i]) for i in ids.tolist()])
     ax.set_xlim(-0.6, n - 0.4)
     ax.set_ylim(0, max(float(heights.max()), 1e-9) * 1.15)
     ax.set_ylabel("p(next character)")
+    describe_distribution(ax, probs, kept, labels, ids)
     return bars, ids
+
+
+def style_bars(bars, kept) -> None:
+    """Lesson 9. Colour and hatch each bar: :data:`KEPT` when top-k keeps its token, else
+    :data:`DROPPED` and hatched."""
+    for bar, keep in zip(bars, kept, strict=True):
+        bar.set_facecolor(KEPT if keep else DROPPED)
+        bar.set_hatch("" if keep else DROPPED_HATCH)
+        bar.set_edgecolor("none" if keep else "0.45")
+
+
+def describe_distribution(ax, probs, kept, labels, ids, what: str = "") -> str:
+    """Lesson 9. Describe the bars of :func:`plot_next_token_distribution` (the three most
+    likely characters with their probabilities, how many bars top-k keeps); returns the text."""
+    top = [
+        f"'{char_label(labels[i])}' {fmt(float(probs[i]), decimals=2)}" for i in ids[:3].tolist()
+    ]
+    n_kept = int(sum(bool(kept[i]) for i in ids.tolist()))
+    text = (
+        f"Probability of each of the {len(ids)} most likely next characters{what}, most likely "
+        f"first: {listing(top)}; "
+        + (
+            "every bar is kept (solid)"
+            if n_kept == len(ids)
+            else f"top-k keeps the first {n_kept} (solid), the other {len(ids) - n_kept} are "
+            "dropped (grey, hatched)"
+        )
+        + "."
+    )
+    describe(ax, text)
+    return text

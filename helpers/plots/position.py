@@ -12,7 +12,9 @@ import numpy as np
 import torch
 
 from .. import _validate as check
+from ..figures import describe, listing
 from ..positional import wavelengths
+from ..printing import fmt
 from ._common import axes as _axes
 
 __all__ = ["plot_waves", "plot_heatmap", "plot_wavelengths", "plot_similarity", "similarity"]
@@ -53,6 +55,19 @@ def plot_waves(pe: torch.Tensor, columns=(0, 1, 8, 9), ax=None):
         kind = "sin" if col % 2 == 0 else "cos"
         (line,) = ax.plot(positions, table[:, col], label=f"column {col} ({kind}, pair {col // 2})")
         lines.append(line)
+    flips = [int(np.sum(table[:-1, c] * table[1:, c] < 0)) for c in columns]
+    within = "between -1 and 1" if np.abs(table[:, list(columns)]).max() <= 1 + 1e-9 else "waves"
+    # the sin and cos of one pair may differ by one sign change: allow it
+    slower = (
+        all(b <= a + 1 for a, b in zip(flips, flips[1:], strict=False)) and flips[0] > flips[-1]
+    )
+    describe(
+        ax,
+        f"Columns {listing(columns)} of the {table.shape[0]} × {table.shape[1]} table against "
+        f"position 0 to {table.shape[0] - 1}, {within}: "
+        + ("the higher the column, the slower the wave" if slower else "one line per column")
+        + f" ({listing(flips)} sign changes).",
+    )
     ax.set_xlabel("position")
     ax.set_ylabel("PE(position, column)")
     ax.set_ylim(-1.45, 1.1)  # room for the legend below the waves
@@ -70,6 +85,14 @@ def plot_heatmap(pe: torch.Tensor, ax=None, colorbar: bool = True):
     image = ax.imshow(table, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax.set_xlabel("column (2i: sin, 2i+1: cos)")
     ax.set_ylabel("position")
+    n, d = table.shape
+    first, last = (int(np.sum(table[:-1, c] * table[1:, c] < 0)) for c in (0, d - 1))
+    describe(
+        ax,
+        f"The {n} × {d} table as colours (blue -1, white 0, red +1), positions 0 to {n - 1} down "
+        f"and columns 0 to {d - 1} across: column 0 changes sign {first} times down the "
+        f"positions, column {d - 1} {last} times.",
+    )
     if colorbar:
         ax.figure.colorbar(image, ax=ax, label="value")
     return image
@@ -89,6 +112,12 @@ def plot_wavelengths(d_model: int, base: float = 10000.0, ax=None):
     ax.set_ylabel("wavelength (positions)")
     ax.axhline(2 * np.pi, color="gray", lw=0.8, ls=":")
     ax.axhline(2 * np.pi * base, color="gray", lw=0.8, ls=":")
+    describe(
+        ax,
+        f"Wavelength of each of the {len(lam)} column pairs on a log scale: a straight line "
+        f"rising from 2π ≈ {fmt(lam[0], 3)} positions at pair 0 to {fmt(lam[-1], 3)} at pair "
+        f"{len(lam) - 1}, between dotted lines at 2π and 2π × {fmt(base, 6)}.",
+    )
     return line
 
 
@@ -102,6 +131,21 @@ def plot_similarity(pe: torch.Tensor, ax=None, colorbar: bool = True):
     image = ax.imshow(sim, cmap="viridis", interpolation="nearest")  # colours span min..max
     ax.set_xlabel("position q")
     ax.set_ylabel("position p")
+    n = sim.shape[0]
+    toeplitz = all(
+        np.ptp(np.diagonal(sim, k)) <= 1e-6 * np.abs(sim).max() for k in range(-(n - 1), n)
+    )
+    diagonal_max = bool(np.all(np.diagonal(sim) >= sim.max(axis=1) - 1e-9 * np.abs(sim).max()))
+    describe(
+        ax,
+        f"PE(p)·PE(q) for positions p and q from 0 to {n - 1} as colours (dark low, yellow high): "
+        + ("largest on the main diagonal p = q, " if diagonal_max else "")
+        + (
+            "the same along every diagonal, so it depends only on p - q."
+            if toeplitz
+            else "not the same along its diagonals."
+        ),
+    )
     if colorbar:
         ax.figure.colorbar(image, ax=ax, label="PE(p)·PE(q)")
     return image

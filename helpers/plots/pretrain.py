@@ -3,12 +3,26 @@ grid's curves (C9.3)."""
 
 from __future__ import annotations
 
-from ..figures import describe
+from ..figures import describe, listing, trend
 from ..pretrain import Pretraining
 from ..side_by_side import SideBySide
 from ._common import axes as _axes
 
 __all__ = ["plot_losses", "plot_side_by_side", "plot_differences"]
+
+#: The choices of one panel differ in line style and marker as well as in colour.
+_STYLES = [
+    dict(ls="-", marker="o", ms=3),
+    dict(ls="--", marker="s", ms=3),
+    dict(ls="-.", marker="^", ms=3),
+    dict(ls=":", marker="D", ms=3),
+]
+
+
+def _lowest(finals: dict) -> str:
+    """The choice that ends lowest, or the two best when within 1% (too close to call)."""
+    (v1, n1), (v2, n2) = sorted((float(v), str(k)) for k, v in finals.items())[:2]
+    return f"'{n1}' and '{n2}' within 1%" if v2 - v1 <= 0.01 * abs(v2) else f"'{n1}'"
 
 
 def plot_losses(run: Pretraining, ax=None):
@@ -28,6 +42,21 @@ def plot_losses(run: Pretraining, ax=None):
     ax.set_xlabel("step")
     ax.set_ylabel("next-character loss (nats)")
     ax.legend(fontsize=8, ncol=2)
+    final = r.val_losses[-1]
+    below = [n for n, v in run.baselines.items() if final < v]
+    above = [n for n, v in run.baselines.items() if final >= v]
+    where = (
+        f"ends below the {listing(below)} baseline{'s' if len(below) > 1 else ''}"
+        if below
+        else "ends above every baseline"
+    ) + (f" and above the {listing(above)} one" if below and above else "")
+    describe(
+        ax,
+        f"Next-character loss against step 1 to {len(r.train_losses)}: the training batch loss "
+        f"(thin line) {trend(r.train_losses)} and the held-out loss (dots) "
+        f"{trend(r.val_losses)} and {where} (grey lines: dotted uniform, dashed unigram, "
+        "dash-dot bigram).",
+    )
     return ax
 
 
@@ -46,20 +75,29 @@ def plot_side_by_side(grid: SideBySide, axes=None):
     axes = list(axes.flat) if hasattr(axes, "flat") else list(axes)
     if len(axes) < len(factors):
         raise ValueError(f"axes must hold {len(factors)} axes (one per factor), got {len(axes)}")
+    ends = []
     for ax, factor in zip(axes, factors, strict=False):
-        for (f, choice), runs in grid.runs.items():
-            if f != factor:
-                continue
+        finals = {}
+        for i, ((_, choice), runs) in enumerate(
+            (key, runs) for key, runs in grid.runs.items() if key[0] == factor
+        ):
             steps = runs[0].val_steps
             mean = [sum(r.val_losses[k] for r in runs) / len(runs) for k in range(len(steps))]
-            (line,) = ax.plot(steps, mean, label=choice)
+            finals[choice] = mean[-1]
+            (line,) = ax.plot(steps, mean, label=choice, **_STYLES[i % len(_STYLES)])
             for r in runs:
                 ax.plot(r.val_steps, r.val_losses, color=line.get_color(), alpha=0.25, lw=0.8)
-        ax.axhline(grid.baselines["unigram"], color="grey", ls="--", lw=1)
+        ax.axhline(grid.baselines["unigram"], color="grey", ls=":", lw=1)
         ax.set_title(factor, fontsize=10)
+        ends.append(f"{factor} {_lowest(finals)}")
         ax.set_xlabel("step")
         ax.legend(fontsize=8)
     axes[0].set_ylabel("held-out loss (nats)")
+    describe(
+        axes[0].figure,
+        f"Held-out loss against step, one panel per factor, each choice's seed mean a line "
+        f"(seeds faint, unigram baseline dotted); lowest at the end: {'; '.join(ends)}.",
+    )
     return axes
 
 

@@ -14,9 +14,19 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..figures import describe, listing, ranking, trend
 from ._common import axes as _axes
 
 __all__ = ["plot_per_layer", "plot_mystery_curves"]
+
+#: One marker and line style per curve, so no curve is told apart by its colour alone.
+_STYLES = [
+    dict(marker="o", ls="-"),
+    dict(marker="s", ls="--"),
+    dict(marker="^", ls="-."),
+    dict(marker="D", ls=":"),
+    dict(marker="v", ls=(0, (5, 1, 1, 1, 1, 1))),
+]
 
 
 def _values(name: str, values) -> np.ndarray:
@@ -49,11 +59,23 @@ def plot_per_layer(
         raise TypeError("curves must be a non-empty dict {label: one number per layer}")
     ax = _axes(ax, (6, 3))
     lines = []
-    for label, values in curves.items():
+    trends, finals = [], {}
+    for (label, values), style in zip(curves.items(), _STYLES * len(curves), strict=False):
         y = _values(f"curves[{label!r}]", values)
         x = np.arange(first_layer, first_layer + len(y))
-        (line,) = ax.plot(x, y, marker="o", ms=3, lw=1.5, label=str(label))
+        (line,) = ax.plot(x, y, lw=1.5, ms=4, label=str(label), **style)
         lines.append(line)
+        trends.append(f"'{label}' {trend(y)}")
+        finals[label] = y[-1]
+    last = first_layer + max(len(_values("curves", v)) for v in curves.values()) - 1
+    describe(
+        ax,
+        f"{ylabel} against layer {first_layer} to {last}"
+        + (" on a log scale" if log else "")
+        + f": {listing(trends)}"
+        + (f"; at the last layer {ranking(finals, lowest=False)}" if len(curves) > 1 else "")
+        + ".",
+    )
     if log:
         ax.set_yscale("log")
     ax.set_xlabel("layer")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..figures import describe, listing, ranking, trend
 from ._common import axes as _axes
 
 __all__ = [
@@ -13,6 +14,12 @@ __all__ = [
     "plot_training_curves",
 ]
 
+
+#: Line styles (training curve, validation line) of the runs compared, in order: no run is told
+#: from another by its colour alone.
+_CURVE_STYLES = [("-", "--"), ("-.", ":"), ((0, (3, 1, 1, 1, 1, 1)), (0, (1, 3)))]
+_LS_WORDS = {"-": "solid", "--": "dashed", "-.": "dash-dot", ":": "dotted"}
+_LS_WORDS.update({_CURVE_STYLES[2][0]: "dash-dot-dot", _CURVE_STYLES[2][1]: "sparse dots"})
 
 #: The four bars of the breakdown; the final LayerNorm (2 d_model values) is counted with the blocks.
 BREAKDOWN_PARTS = ("embedding", "position", "blocks", "output")
@@ -70,7 +77,27 @@ def plot_parameter_breakdown(counts: dict[str, int], ax=None, saving: int | None
     ax.invert_yaxis()
     ax.set_xlabel("parameters (millions)")
     ax.set_xlim(0, max(values.max(), (saving or 0) / 1e6) * 1.3 + 1e-9)
+    describe_breakdown(ax, values, saving)
     return bars, ghost, labels
+
+
+def describe_breakdown(ax, values, saving=None) -> None:
+    """Lesson 8. The description of :func:`plot_parameter_breakdown`'s bars (``values`` in
+    millions, :func:`breakdown_values`), set again by the explorer after each update."""
+    names = ["embedding", "position", "blocks and final norm", "output"]
+    parts = [f"{n} {v:,.2f} M" for n, v in zip(names, values, strict=True)]
+    largest = names[int(np.argmax(values))]
+    describe(
+        ax,
+        f"Parameters in millions, one bar per part: {listing(parts)}; the largest is {largest}"
+        + (
+            f"; the dashed outline on the output bar is the {saving / 1e6:,.2f} M that tying "
+            "removes"
+            if saving
+            else ""
+        )
+        + ".",
+    )
 
 
 def plot_training_curves(results: dict, ax=None, smooth: int = 20):
@@ -93,15 +120,33 @@ def plot_training_curves(results: dict, ax=None, smooth: int = 20):
     if isinstance(smooth, bool) or not isinstance(smooth, int | float):
         raise TypeError(f"smooth must be a number of steps, got {smooth!r}")
     ax = _axes(ax, (6, 3))
-    for (name, result), color in zip(
-        results.items(), ["tab:blue", "tab:orange", "tab:green"], strict=False
+    styles = []
+    for (name, result), color, (train_ls, val_ls) in zip(
+        results.items(), ["tab:blue", "tab:orange", "tab:green"], _CURVE_STYLES, strict=False
     ):
         losses = np.asarray(result.train_losses, dtype=float)
         k = max(1, min(int(smooth), len(losses)))
         running = np.convolve(losses, np.ones(k) / k, mode="valid")
-        ax.plot(np.arange(k - 1, len(losses)), running, color=color, label=f"{name} (train)")
-        ax.axhline(result.val_loss, color=color, linestyle="--", linewidth=1, label=f"{name} (val)")
+        ax.plot(
+            np.arange(k - 1, len(losses)),
+            running,
+            color=color,
+            ls=train_ls,
+            label=f"{name} (train)",
+        )
+        ax.axhline(
+            result.val_loss, color=color, linestyle=val_ls, linewidth=1, label=f"{name} (val)"
+        )
+        styles.append(f"'{name}' {_LS_WORDS[train_ls]} and {_LS_WORDS[val_ls]}")
     ax.set_xlabel("step")
     ax.set_ylabel("next-token loss (nats)")
     ax.legend(fontsize=8)
+    trends = [f"'{n}' {trend(r.train_losses)}" for n, r in results.items()]
+    finals = {n: r.val_loss for n, r in results.items()}
+    describe(
+        ax,
+        f"Training loss against step ({int(smooth)}-step running mean) and each run's final "
+        f"validation loss as a horizontal line ({listing(styles)}): the training loss of "
+        f"{listing(trends)}; on validation {ranking(finals)}.",
+    )
     return ax

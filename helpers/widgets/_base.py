@@ -18,6 +18,9 @@ from collections.abc import Callable
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
+from ..figures import check_description, figure_bundle
+from ._controls import IntSlider, Picture, Select
+
 __all__ = ["Explorer", "new_figure", "slider", "dropdown"]
 
 
@@ -28,26 +31,15 @@ def new_figure(width: float = 8.0, height: float = 3.0, ncols: int = 1, nrows: i
     return fig, axes
 
 
-def slider(description: str, value: int, min: int, max: int, step: int = 1) -> widgets.IntSlider:
-    """An integer slider that updates on release (one update per drag, not dozens)."""
-    return widgets.IntSlider(
-        value=value,
-        min=min,
-        max=max,
-        step=step,
-        description=description,
-        continuous_update=False,
-        style={"description_width": "initial"},
-    )
+def slider(description: str, value: int, min: int, max: int, step: int = 1) -> IntSlider:
+    """An integer slider, named by ``description``, that updates on release or key press (one
+    update per move, not dozens)."""
+    return IntSlider(value=value, min=min, max=max, step=step, description=description)
 
 
-def dropdown(description: str, options, value=None) -> widgets.Dropdown:
-    return widgets.Dropdown(
-        options=options,
-        value=value if value is not None else list(options)[0],
-        description=description,
-        style={"description_width": "initial"},
-    )
+def dropdown(description: str, options, value=None) -> Select:
+    """A choice among ``options`` (a native ``<select>``: the arrow keys change it)."""
+    return Select(options, value=value, description=description)
 
 
 class Explorer(widgets.VBox):
@@ -55,7 +47,10 @@ class Explorer(widgets.VBox):
 
     ``update(**values)`` receives every control's current value, changes the artists of
     ``figure`` in place and may return an HTML string for ``info``. It runs once at creation and
-    after every change of a control. ``last_update_seconds`` and ``n_updates`` record the cost.
+    after every change of a control. ``describe(**values)``, called after it, returns the
+    picture's one-sentence description (``explorer.description``, CONTRIBUTING.md "Figures"):
+    the picture's ``alt``, announced after each change. ``last_update_seconds`` and
+    ``n_updates`` record the cost.
     """
 
     def __init__(
@@ -65,13 +60,16 @@ class Explorer(widgets.VBox):
         figure: Figure,
         update: Callable[..., str | None],
         dpi: int = 72,
+        describe: Callable[..., str] | None = None,
     ):
         self.title = title
         self.controls = dict(controls)
         self.figure = figure
         self.dpi = dpi
         self._update = update
-        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        self._describe = describe
+        self.description = ""
+        self.image = Picture()
         self.info = widgets.HTML()
         self.n_updates = 0
         self.last_update_seconds = 0.0
@@ -93,9 +91,12 @@ class Explorer(widgets.VBox):
     def refresh(self) -> None:
         """Recompute and redraw with the controls' current values."""
         start = time.perf_counter()
-        html = self._update(**self.values)
+        values = self.values
+        html = self._update(**values)
         if html is not None:
             self.info.value = html
+        if self._describe is not None:
+            self.description = check_description(self._describe(**values))
         self.render()
         self.n_updates += 1
         self.last_update_seconds = time.perf_counter() - start
@@ -103,7 +104,16 @@ class Explorer(widgets.VBox):
     def render(self) -> None:
         buf = io.BytesIO()
         self.figure.savefig(buf, format="png", dpi=self.dpi, pil_kwargs={"compress_level": 1})
-        self.image.value = buf.getvalue()
+        with self.image.hold_sync():  # one message: the new picture and its description together
+            self.image.description = self.description
+            self.image.value = buf.getvalue()
+
+    def still(self) -> tuple[dict, dict]:
+        """The current picture as a static figure's ``(data, metadata)`` bundle, described
+        (``helpers.figures.figure_bundle``): for a page that shows the explorer's default view."""
+        if not self.description:
+            raise ValueError(f"the explorer {self.title!r} has no description of its picture")
+        return figure_bundle(self.figure, self.description)
 
     def close(self) -> None:
         """Detach the observers, free the figure, close the widgets. Safe to call twice."""

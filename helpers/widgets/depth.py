@@ -18,12 +18,15 @@ from matplotlib.ticker import MaxNLocator
 
 from .. import _validate as check
 from ..blocks import stream_statistics
+from ..figures import trend
 from ..model import TransformerLM
 from ..normalization import NORM_PLACEMENTS
 from ..params import count_parameters
 from ..plots.depth import plot_parameter_count, plot_residual_stream
 from ..printing import fmt
 from ._base import Explorer, dropdown, slider
+
+_MARKER_WORDS = {"o": "circles", "s": "squares", "^": "triangles"}
 
 __all__ = ["depth_explorer", "MAX_DEPTH", "D_MODELS", "stack_statistics", "depth_counts"]
 
@@ -136,10 +139,11 @@ def depth_explorer(depth: int = 6, d_model: int = 64, norm: str = "pre") -> Expl
         labelled = [ln for ln in ax.lines if not ln.get_label().startswith("_")]
         ax.get_legend().remove()
         for i, line in enumerate(labelled):
+            marker = _MARKER_WORDS.get(line.get_marker(), "")
             ax.text(
                 0.03,
                 0.93 - 0.1 * i,
-                line.get_label(),
+                f"{line.get_label()} ({marker})" if marker else line.get_label(),
                 color=line.get_color(),
                 transform=ax.transAxes,
                 fontsize="small",
@@ -166,9 +170,21 @@ def depth_explorer(depth: int = 6, d_model: int = 64, norm: str = "pre") -> Expl
             f"{fmt(contribution.mean(), 3)}."
         )
 
+    def describe(depth: int, d_model: int, norm: str) -> str:
+        independent, shared, base, per_block = depth_counts(d_model, norm)
+        contribution, stream = stack_statistics(depth, d_model, norm)
+        growing = "grows with every block" if np.all(np.diff(stream) > 0) else trend(stream)
+        return (
+            f"Two panels for d_model {d_model}, {norm}-norm: parameters against depth 1 to "
+            f"{MAX_DEPTH}, a straight line rising by {per_block:,} per block (circles, depth "
+            f"{depth} ringed at {base + depth * per_block:,}) against a flat {shared[0]:,} for one "
+            f"shared block (squares); and the residual stream's norm ‖h_l‖ (circles), which "
+            f"{growing} from block 0 to {depth}, with each block's contribution (triangles)."
+        )
+
     controls = {
         "depth": slider("depth L", depth, 1, MAX_DEPTH),
         "d_model": dropdown("d_model", list(D_MODELS), d_model),
         "norm": dropdown("norm placement", ["pre", "post"], norm),
     }
-    return Explorer("Lesson 7: stacking blocks", controls, fig, update)
+    return Explorer("Lesson 7: stacking blocks", controls, fig, update, describe=describe)

@@ -73,7 +73,7 @@ def feedforward_explorer(
 
     for name in ("relu", "gelu", "silu"):
         ax_curve.plot(_X.numpy(), _Y[name], color="0.85", lw=1)
-    (curve,) = ax_curve.plot(_X.numpy(), _Y["relu"], color="tab:red", lw=2)
+    (curve,) = ax_curve.plot(_X.numpy(), _Y["relu"], color="tab:red", lw=2.5)
     ax_curve.set_ylim(-1.0, 4.2)
     ax_curve.tick_params(labelsize=8)
     curve_title = ax_curve.set_title("", fontsize=9)
@@ -115,4 +115,18 @@ def feedforward_explorer(
         "multiple": slider("d_ff multiple", multiple, 1, 8),
         "activation": dropdown("activation", list(ACTIVATIONS), activation),
     }
-    return Explorer("Lesson 6: the feed-forward block", controls, fig, update)
+
+    def describe(d_model: int, multiple: int, activation: str) -> str:
+        d_ff = multiple * d_model
+        d_hidden = swiglu_hidden(d_ff) if activation == "swiglu" else d_ff
+        pieces = ffn_pieces(d_model, d_ff, activation)
+        used = [n for n in names if pieces[n]]
+        return (
+            f"Three panels: one position's vector expanding from {d_model} to {d_hidden} and "
+            f"contracting back to {d_model}; bars of the parameters of "
+            f"{', '.join(used[:-1])} and {used[-1]}, {pieces['total']:,} in total (dotted line: "
+            f"a third of the ReLU block at d_ff = 4·d_model); and the {_CURVE_OF[activation]} "
+            "curve, thick and red, over the other activations in light grey."
+        )
+
+    return Explorer("Lesson 6: the feed-forward block", controls, fig, update, describe=describe)

@@ -17,8 +17,15 @@ import ipywidgets as widgets
 import torch
 
 from ..generation import _check_model, generate_text, next_token_probs
-from ..plots.generation import DROPPED, KEPT, char_label, plot_next_token_distribution, top_tokens
+from ..plots.generation import (
+    char_label,
+    describe_distribution,
+    plot_next_token_distribution,
+    style_bars,
+    top_tokens,
+)
 from ._base import Explorer, new_figure, slider
+from ._controls import FloatSlider
 
 __all__ = ["generation_explorer", "default_model", "N_NEW", "N_BARS", "DEFAULT_PROMPT"]
 
@@ -89,16 +96,9 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
         raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
 
     controls = {
-        "temperature": widgets.FloatSlider(
-            value=1.0,
-            min=0.0,
-            max=2.0,
-            step=0.05,
-            description="temperature",
-            continuous_update=False,
-            readout_format=".2f",
-            style={"description_width": "initial"},
-        ),  # fmt: skip
+        "temperature": FloatSlider(
+            value=1.0, min=0.0, max=2.0, step=0.05, description="temperature"
+        ),
         "top_k": slider("top-k (0 = off)", 0, 0, vocab),
         "seed": slider("seed", 0, 0, 99),
         "prompt": widgets.Text(
@@ -160,17 +160,29 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
         ids = top_tokens(probs, N_BARS)
         for bar, i in zip(bars, ids.tolist(), strict=True):
             bar.set_height(float(probs[i]))
-            bar.set_color(KEPT if kept[i] else DROPPED)
+        style_bars(bars, [bool(kept[i]) for i in ids.tolist()])
         ax.set_xticks(range(len(ids)), [char_label(labels[i]) for i in ids.tolist()])
         ax.set_ylim(0, max(float(probs[ids].max()), 1e-9) * 1.15)
         what = "greedy: all on the argmax" if temperature == 0 else f"T = {temperature:.2f}"
-        kept_text = "every character kept" if k is None else f"top-{k} kept (blue)"
+        kept_text = (
+            "every character kept" if k is None else f"top-{k} kept (solid; dropped: hatched)"
+        )
         title.set_text(f"next character after the prompt: {what}, {kept_text}")
-        state.update(text=text, ids=ids, probs=probs, kept=kept)
+        state.update(text=text, ids=ids, probs=probs, kept=kept, prompt=prompt)
         shown = html.escape(prompt) + "<b>" + html.escape(text[len(prompt) :]) + "</b>"
         return f"{note}<pre style='white-space:pre-wrap;font-size:12px;margin:2px 0'>{shown}</pre>"
 
-    explorer = Explorer("Lesson 9: the model writes", controls, fig, update)
+    def describe(temperature, top_k, seed, prompt):
+        if state["probs"] is None or state.get("prompt") != prompt:
+            return "No picture: the prompt cannot be encoded, so nothing was written."
+        what = (
+            " (greedy: all on the most likely)"
+            if temperature == 0
+            else f" at T = {temperature:.2f}"
+        )
+        return describe_distribution(ax, state["probs"], state["kept"], labels, state["ids"], what)
+
+    explorer = Explorer("Lesson 9: the model writes", controls, fig, update, describe=describe)
     explorer.state = state  # the last text, bars' ids and probabilities (tests read them)
     explorer.model, explorer.tokenizer, explorer.writer = model, tokenizer, writer
     fig.set_layout_engine("none")  # keep the first layout: an update only redraws

@@ -14,14 +14,15 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
-import ipywidgets as widgets
 import numpy as np
 import torch
 from matplotlib.figure import Figure
 
 from .. import _validate as check
 from ..positional import alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding_at, wavelengths
+from ..printing import fmt
 from ._base import Explorer, dropdown, slider
+from ._controls import IntRangeSlider
 
 __all__ = ["positional_explorer", "PositionalExplorer"]
 
@@ -126,15 +127,8 @@ def positional_explorer(
     controls = {
         "d_model": slider("d_model", d_model, 8, 512, 8),
         "pair": slider("pair i (columns 2i, 2i+1)", pair, 0, d_model // 2 - 1),
-        "positions": widgets.IntRangeSlider(
-            value=(start, stop),
-            min=0,
-            max=MAX_POSITION,
-            step=1,
-            description="positions",
-            continuous_update=False,
-            style={"description_width": "initial"},
-            layout=widgets.Layout(width="420px"),
+        "positions": IntRangeSlider(
+            value=(start, stop), min=0, max=MAX_POSITION, step=1, description="positions"
         ),
         "scheme": dropdown("right panel", list(SCHEMES), scheme),
     }
@@ -143,7 +137,7 @@ def positional_explorer(
     fig.subplots_adjust(left=0.05, right=0.99, bottom=0.17, top=0.9, wspace=0.3)
     ax_wave, ax_heat, ax_sim = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.4, 1.2, 0.8]})
     (sin_line,) = ax_wave.plot([], [], lw=1.2, label="sin, column 2i")
-    (cos_line,) = ax_wave.plot([], [], lw=1.2, label="cos, column 2i+1")
+    (cos_line,) = ax_wave.plot([], [], lw=1.2, ls="--", label="cos, column 2i+1 (dashed)")
     ax_wave.set_ylim(-1.1, 1.6)  # room for the legend above the waves
     ax_wave.set_xlabel("position")
     ax_wave.legend(loc="upper center", fontsize="x-small", ncols=2)
@@ -209,4 +203,22 @@ def positional_explorer(
             f"{math.degrees(float(2 * math.pi / lam)):.3g}° per position.{note} {right}"
         )
 
-    return PositionalExplorer("Lesson 4: the sinusoidal positional encoding", controls, fig, update)
+    def describe(d_model: int, pair: int, positions: tuple[int, int], scheme: str) -> str:
+        pair = min(pair, d_model // 2 - 1)
+        start, stop = positions[0], min(positions[1], positions[0] + MAX_SPAN)
+        lam = float(wavelengths(d_model)[pair])
+        right = {
+            "sinusoidal": "PE(p)·PE(q), largest on the diagonal and the same along every diagonal",
+            "rotary": "RoPE's score of one fixed query and key, the same along every diagonal",
+            "alibi": "ALiBi's bias, 0 on the diagonal and falling with the distance |p - q|",
+        }[scheme]
+        return (
+            f"Three panels over positions {start} to {stop}: the sin (solid) and cos (dashed) "
+            f"columns of pair {pair}, a wave of wavelength {fmt(lam, 3)} positions; the "
+            f"{stop - start + 1} × {d_model} table as colours with the pair's columns marked; "
+            f"and {right}."
+        )
+
+    return PositionalExplorer(
+        "Lesson 4: the sinusoidal positional encoding", controls, fig, update, describe=describe
+    )

@@ -20,6 +20,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from .. import _validate as check
 from ..diagnostics import activation_scales, gradient_norms, init_profile
+from ..figures import trend
 from ..model import TransformerLM
 from ..normalization import NORM_PLACEMENTS, NORM_TYPES
 from ..reproducible import default_dtype
@@ -134,9 +135,13 @@ def norm_explorer(
     fig = Figure(figsize=(9.0, 3.0))
     fig.subplots_adjust(left=0.08, right=0.98, bottom=0.17, top=0.88, wspace=0.28)
     ax_grad, ax_scale = fig.subplots(1, 2)
-    (grad_ghost,) = ax_grad.plot([], [], color="0.75", lw=1.2, marker="o", ms=2, label="previous")
+    (grad_ghost,) = ax_grad.plot(
+        [], [], color="0.7", lw=1.2, ls=":", marker="o", ms=2, label="previous"
+    )
     (grad_line,) = ax_grad.plot([], [], lw=1.8, marker="o", ms=3, label="current")
-    (scale_ghost,) = ax_scale.plot([], [], color="0.75", lw=1.2, marker="o", ms=2, label="previous")
+    (scale_ghost,) = ax_scale.plot(
+        [], [], color="0.7", lw=1.2, ls=":", marker="o", ms=2, label="previous"
+    )
     (scale_line,) = ax_scale.plot([], [], lw=1.8, marker="o", ms=3)
     for ax in (ax_grad, ax_scale):
         ax.set_yscale("log")
@@ -182,4 +187,17 @@ def norm_explorer(
             f"h_L {scales[-1]:.3g} (×{scales[-1] / scales[0]:.3g})"
         )
 
-    return Explorer("Lesson 5: where the norm sits, and which norm", controls, fig, update)
+    def describe(placement: str, norm_type: str, depth: int, d_model: int) -> str:
+        grads, scales = profile(placement, depth, d_model, norm_type)
+        kind = f" {NORM_LABELS[norm_type]}" if placement != "none" else ""
+        style = "dashed" if placement != "none" and STYLES[norm_type] == "--" else "solid"
+        return (
+            f"Two panels on log scales for {LABELS[placement]}{kind}, {depth} blocks, d_model "
+            f"{d_model} ({style} line, the previous setting grey and dotted): the gradient "
+            f"‖∂L/∂W2‖ {trend(grads)} from layer 1 to layer {depth}, and the activation scale "
+            f"RMS(h_l) {trend(scales)} from h_0 to h_{depth}."
+        )
+
+    return Explorer(
+        "Lesson 5: where the norm sits, and which norm", controls, fig, update, describe=describe
+    )

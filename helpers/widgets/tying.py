@@ -75,8 +75,30 @@ def tying_explorer(
             f"the embedding is {share:.1%} of this model."
         )
 
+    def describe(vocab_size, d_model, n_layers, tie):
+        counts = lm_parameter_counts(vocab_size, d_model, n_layers, tie_weights=bool(tie))
+        values = breakdown_values(counts)
+        names = ["embedding", "position", "blocks and final norm", "output"]
+        parts = ", ".join(f"{n} {v:,.2f} M" for n, v in zip(names, values, strict=True))
+        saving = tying_saving(vocab_size, d_model)
+        return (
+            f"Horizontal bars of the parameters in millions of a model with vocabulary "
+            f"{vocab_size:,}, d_model {d_model} and {n_layers} blocks, {counts['total']:,} in "
+            f"all: {parts}"
+            + (
+                f"; tied, so the output bar is empty and its dashed outline shows the "
+                f"{saving / 1e6:,.2f} M saved."
+                if tie
+                else "; untied."
+            )
+        )
+
     explorer = Explorer(
-        "Lesson 8: where the parameters are, and what tying saves", controls, fig, update
+        "Lesson 8: where the parameters are, and what tying saves",
+        controls,
+        fig,
+        update,
+        describe=describe,
     )
     # The first render laid the figure out; keep that layout so an update only redraws the bars.
     fig.set_layout_engine("none")
