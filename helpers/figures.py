@@ -139,6 +139,8 @@ def figure_bundle(figure: Figure, description: str | None = None) -> tuple[dict,
     # once first, so that this PNG and the one IPython's inline formatter draws next (it
     # overrides image/png) are the same bytes
     figure.draw_without_rendering()
+    if figure.get_layout_engine() is not None:  # constrained + colorbar + tight bbox oscillates
+        figure.set_layout_engine("none")  # keep the layout of that draw: every render the same
     png = base64.b64encode(png_bytes(figure)).decode("ascii")
     alt = html.escape(text, quote=True)
     data = {

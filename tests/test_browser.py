@@ -12,10 +12,13 @@ exists, in JupyterLab:
    and each of those does show its error;
 4. every widget output rendered (a widget view, no "Error displaying widget", nothing left
    "Loading widget...");
-5. the explorer's picture is present (an ``<img>`` inside the widget, decoded, non-empty);
-6. the explorer's main control (its first slider or dropdown) moved the way a student moves it
-   (typing into the slider's readout, picking another option) changes the picture: the image's
-   bytes differ, not only its URL;
+5. the explorer's picture is present (an ``<img>`` inside the widget, decoded, non-empty) and
+   carries the explorer's description as its ``alt``;
+6. the explorer's main control (its first slider, range or choice) moved from the keyboard, as a
+   student without a mouse moves it (focus, then End/Home or the arrow keys; for a choice the
+   down arrow, which on an ipywidgets dropdown moves JupyterLab's cell instead, ipywidgets
+   #3912), changes the picture (the image's bytes differ, not only its URL) and its description,
+   and leaves JupyterLab's active cell where it was;
 7. the page never tried to save the notebook (autosave is off, and the test server refuses and
    records any save, so the committed files are never rewritten);
 8. the outputs JupyterLab computed reproduce the stored ones, compared cell by cell with nbval's
@@ -25,6 +28,12 @@ exists, in JupyterLab:
    another thread count than nbval's, so this run is also the portable-outputs check of
    CONTRIBUTING.md, "Numbers in stored outputs" (``tests/test_portable_outputs.py`` runs it
    without a browser when this run does not).
+9. axe (``axe-playwright-python``, axe-core 4.12) finds no serious or critical violation inside
+   the notebook's output areas (the course's stored figures when the notebook opens; the fresh
+   figures and the explorer's controls after Run All); every violation elsewhere on the page is
+   JupyterLab's own and must be one of the rules recorded in ``tests/axe_jupyterlab_baseline.json``
+   (a new one fails, so the baseline is kept, not hidden). Counts go to
+   ``test-artifacts/axe_<notebook name>.json``.
 
 A screenshot of each lesson is saved to ``test-artifacts/browser_<notebook name>.png``. A
 self-test runs the same checks on two small generated notebooks, one that must pass and one with
@@ -75,6 +84,16 @@ try:
     from playwright.sync_api import sync_playwright
 except ImportError:  # pragma: no cover - requirements-dev.txt has it
     sync_playwright = None
+try:
+    from axe_playwright_python.sync_playwright import Axe
+except ImportError:  # pragma: no cover - requirements-dev.txt has it
+    Axe = None
+
+#: JupyterLab's own axe violations (outside the output areas), rule id -> impact, as measured
+#: here on JupyterLab 4.6.6; a rule not listed fails the test.
+AXE_BASELINE = ROOT / "tests" / "axe_jupyterlab_baseline.json"
+SERIOUS = ("serious", "critical")
+OUTPUTS = ".jp-OutputArea-output"
 
 pytestmark = [
     pytest.mark.browser,
@@ -301,6 +320,12 @@ async (img) => {
 """
 
 
+ACTIVE_CELL_JS = """
+(sel) => [...document.querySelector(sel).querySelectorAll('.jp-Cell')]
+  .findIndex((c) => c.classList.contains('jp-mod-active'))
+"""
+
+
 def _menu(page, menu: str, item: str) -> None:
     page.locator(".lm-MenuBar-itemLabel", has_text=menu).first.click()
     entry = page.locator(".lm-Menu-content .lm-Menu-item:visible").filter(
@@ -364,11 +389,46 @@ class LabRun:
     control: str | None
     live: dict | None  # the notebook JupyterLab computed (read before the explorer moved)
     moves: list  # (what moved, image before, image after) for each explorer cell moved
+    axe: dict | None = None
+
+
+def axe_scan(page) -> dict:
+    """axe on the whole page, split into the output areas' violations (ours) and the rest
+    (JupyterLab's): ``{"ours": {rule: [impact, nodes]}, "jupyterlab": {...}}``."""
+    if Axe is None:
+        pytest.skip("axe-playwright-python is not installed")
+    violations = Axe().run(page).response["violations"]
+    split = {"ours": {}, "jupyterlab": {}}
+    for v in violations:
+        for node in v["nodes"]:
+            inside = page.evaluate(
+                "([sel, out]) => { const e = document.querySelector(sel);"
+                " return !!(e && e.closest(out)); }",
+                [node["target"][0] if isinstance(node["target"][0], str) else "", OUTPUTS],
+            )
+            side = split["ours" if inside else "jupyterlab"]
+            entry = side.setdefault(v["id"], [v["impact"], 0, []])
+            entry[1] += 1
+            if len(entry[2]) < 3:
+                entry[2].append(str(node["target"])[:160])
+    return split
+
+
+def check_axe(scan: dict, where: str) -> None:
+    ours = {k: v for k, v in scan["ours"].items() if v[0] in SERIOUS}
+    assert not ours, f"axe in the output areas ({where}): {ours}"
+    baseline = json.loads(AXE_BASELINE.read_text())["rules"]
+    new = {k: v for k, v in scan["jupyterlab"].items() if k not in baseline}
+    assert not new, (
+        f"axe outside the output areas ({where}) found rules not in {AXE_BASELINE.name}: {new}"
+    )
 
 
 def _move_explorer(page, cell) -> tuple[str, dict, dict]:
     """Checks 5 and 6 on one explorer cell: its picture is there, and moving its main control (the
-    first slider or dropdown) changes it. Returns (what moved, image before, image after)."""
+    first slider, range or choice, from the keyboard) changes it, leaves JupyterLab's active cell
+    where it was, and changes the picture's description (its alt and live region). Returns (what
+    moved, image before, image after)."""
     # 5. the explorer's picture
     img = cell.locator(".jupyter-widgets img").first
     img.wait_for(state="visible")
@@ -381,45 +441,48 @@ def _move_explorer(page, cell) -> tuple[str, dict, dict]:
     )
     image_before = img.evaluate(IMAGE_JS)
     assert image_before["bytes"] > 1000 and image_before["width"] > 50, image_before
+    alt_before = img.get_attribute("alt") or ""
+    assert alt_before.endswith(".") and len(alt_before) > 20, (
+        f"the explorer's picture has no description as its alt: {alt_before!r}"
+    )
 
-    # 6. move the main control: the first slider or dropdown of the explorer
-    control = cell.locator(".widget-slider, .widget-dropdown").first
+    # 6. move the main control from the keyboard: the first slider, range or choice
+    control = cell.locator(".course-slider, .course-range, .course-select").first
     control.wait_for(state="visible")
-    control_name = control.locator(".widget-label").first.inner_text().strip()
     classes = control.get_attribute("class") or ""
-    handles = control.locator(".noUi-handle")
-    if "widget-slider" in classes and handles.count() == 1:
-        # a student types into the editable readout (IntSlider, FloatSlider)
-        lo = float(handles.first.get_attribute("aria-valuemin"))
-        hi = float(handles.first.get_attribute("aria-valuemax"))
-        readout = control.locator(".widget-readout").first
-        now = float(readout.inner_text().strip())
-        target = hi if now != hi else lo
-        readout.click()
-        page.keyboard.press("Control+A")
-        page.keyboard.type(f"{target:g}")
-        page.keyboard.press("Enter")
-        control_name += f" {now:g} -> {target:g}"
-    elif "widget-slider" in classes:
-        # a range slider: the keyboard on its upper handle
-        before = float(handles.last.get_attribute("aria-valuenow"))
-        handles.last.focus()
-        key = (
-            "ArrowLeft"
-            if before == float(handles.last.get_attribute("aria-valuemax"))
-            else "ArrowRight"
-        )
+    active_before = page.evaluate(ACTIVE_CELL_JS, NOTEBOOK)
+    if "course-slider" in classes:
+        handle = control.locator("input[type=range]").first
+        name = control.locator("label").first.inner_text().strip()
+        now, hi = float(handle.input_value()), float(handle.get_attribute("max"))
+        handle.focus()
+        page.keyboard.press("Home" if now == hi else "End")
+        _wait(lambda: float(handle.input_value()) != now, 10, "the slider to move", page)
+        control_name = f"{name} {now:g} -> {float(handle.input_value()):g}"
+    elif "course-range" in classes:
+        handle = control.locator("input[type=range]").last
+        name = control.locator("[id^=course-range-label]").first.inner_text().strip()
+        before = float(handle.input_value())
+        key = "ArrowLeft" if before == float(handle.get_attribute("max")) else "ArrowRight"
+        handle.focus()
         for _ in range(5):
             page.keyboard.press(key)
-        after = float(handles.last.get_attribute("aria-valuenow"))
-        control_name += f" upper {before:g} -> {after:g}"
+        control_name = f"{name} upper {before:g} -> {float(handle.input_value()):g}"
     else:
         select = control.locator("select").first
-        options = select.locator("option").all_inner_texts()
+        name = control.locator("label").first.inner_text().strip()
         current = select.evaluate("s => s.options[s.selectedIndex].text")
-        other = next(o for o in options if o != current)
-        select.select_option(label=other)
-        control_name += f" {current} -> {other}"
+        last = select.evaluate("s => s.selectedIndex === s.options.length - 1")
+        select.focus()
+        page.keyboard.press("ArrowUp" if last else "ArrowDown")
+        other = select.evaluate("s => s.options[s.selectedIndex].text")
+        assert other != current, f"the arrow key did not change {name!r}"
+        control_name = f"{name} {current} -> {other}"
+    active_after = page.evaluate(ACTIVE_CELL_JS, NOTEBOOK)
+    assert active_after == active_before, (
+        f"the key press on {control_name} moved JupyterLab's active cell "
+        f"{active_before} -> {active_after}"
+    )
 
     _wait(
         lambda: img.get_attribute("src") != image_before["src"],
@@ -438,6 +501,10 @@ def _move_explorer(page, cell) -> tuple[str, dict, dict]:
     assert image_after["sha"] != image_before["sha"], (
         f"moving {control_name} sent a new image with the same picture"
     )
+    alt_after = img.get_attribute("alt") or ""
+    assert alt_after != alt_before, f"moving {control_name} left the description as it was"
+    announced = cell.locator(".course-picture [aria-live]").first.inner_text()
+    assert announced.strip() == alt_after, (announced, alt_after)
     cell.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     return control_name, image_before, image_after
@@ -464,6 +531,11 @@ def run_in_lab(
         assert len(dom) == len(source), (
             f"JupyterLab shows {len(dom)} cells, the file has {len(source)}"
         )
+
+        # 8. the stored outputs (the course's figures as committed) in axe's eyes
+        page.wait_for_timeout(500)
+        axe_report = {"stored": axe_scan(page)}
+        check_axe(axe_report["stored"], "stored outputs")
 
         _menu(page, "Edit", "Clear Outputs of All Cells")
         _wait(
@@ -534,6 +606,8 @@ def run_in_lab(
         assert live is not None, "JupyterLab's current widget is not the notebook"
 
         image_before = image_after = control_name = None
+        axe_report["after run"] = axe_scan(page)
+        check_axe(axe_report["after run"], "after Run All")
         moves = []
         if explorer is not None:
             ex_idx = [i for i in code_idx if f"{explorer}(" in "".join(source[i]["source"])]
@@ -543,7 +617,11 @@ def run_in_lab(
                 for i in (ex_idx if every_explorer else ex_idx[:1])
             ]
             control_name, image_before, image_after = moves[0]
-        return LabRun(seconds, _cells(page), image_before, image_after, control_name, live, moves)
+            axe_report["explorer moved"] = axe_scan(page)
+            check_axe(axe_report["explorer moved"], "after moving the explorer")
+        return LabRun(
+            seconds, _cells(page), image_before, image_after, control_name, live, moves, axe_report
+        )
     finally:
         with contextlib.suppress(Exception):
             page.screenshot(path=str(screenshot))
@@ -564,6 +642,7 @@ def test_lesson_in_jupyterlab(lesson, lab, page):
         pytest.skip(f"notebooks/{lesson.notebook} does not exist yet")
     shot = ARTIFACTS / f"browser_{notebook.stem}.png"
     run = run_in_lab(page, lab, notebook, lesson.explorer, shot)
+    (ARTIFACTS / f"axe_{notebook.stem}.json").write_text(json.dumps(run.axe, indent=1))
     print(
         f"{lesson.notebook}: Run All to idle {run.seconds_to_idle:.1f} s; "
         f"moved {run.control}; screenshot {shot.relative_to(ROOT)}"
@@ -585,9 +664,9 @@ def test_lesson_in_jupyterlab(lesson, lab, page):
 # ---------------------------------------------------------------------------------------------
 
 SELFTEST_EXPLORER = """
-import ipywidgets
 import numpy as np
 from helpers.widgets._base import Explorer, dropdown, new_figure, slider
+from helpers.widgets._controls import IntRangeSlider
 
 
 def selftest_explorer(first="slider"):
@@ -605,11 +684,12 @@ def selftest_explorer(first="slider"):
     controls = {
         "freq": slider("frequency", 1, 1, 5),
         "shape": dropdown("shape", ["sin", "cos"]),
-        "span": ipywidgets.IntRangeSlider(value=(0, 10), min=0, max=10, description="span"),
+        "span": IntRangeSlider(value=(0, 10), min=0, max=10, description="span"),
     }
     key = {"slider": "freq", "dropdown": "shape", "range": "span"}[first]
     controls = {key: controls[key], **controls}
-    return Explorer("self-test", controls, fig, update)
+    return Explorer("self-test", controls, fig, update,
+                    describe=lambda freq, shape, span: f"A {shape} wave of frequency {freq}, span {span}.")
 """
 
 

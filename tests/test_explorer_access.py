@@ -143,3 +143,34 @@ def test_C6_2_shape_diagram_description_reads_the_shapes():
     text = description_of(plt.gcf())
     assert "expand 512 to 2048 and contract 2048 to 512" in text
     plt.close("all")
+
+
+def test_C9_2_streamed_text_is_the_text_generate_text_writes_in_one_call():
+    """The explorer writes its text in chunks (shown as it grows); the generator carries on, so
+    it is exactly the text of one generate_text call with the same seed."""
+    from helpers import TransformerLM
+    from helpers.generation import generate_text
+    from helpers.training import CharTokenizer
+    from helpers.widgets.generation import CHUNK, FIRST_CHUNK, N_NEW
+
+    tok = CharTokenizer("abcdefghij klmnop:\n")
+    torch.manual_seed(0)
+    model = TransformerLM(tok.vocab_size, 16, 1, 2, max_len=16).double()
+    e = widgets.generation_explorer(model, tok, prompt="abc")
+    shown = []
+    e.info.observe(lambda change: shown.append(change["new"]), names="value")
+    try:
+        for t, k, seed in ((1.0, 0, 3), (0.7, 5, 1), (0.0, 0, 0)):
+            shown.clear()
+            with e.hold_trait_notifications():
+                e.controls["top_k"].value = k
+                e.controls["seed"].value = seed
+            e.controls["temperature"].value = t
+            one_call = generate_text(
+                e.writer, tok, "abc", N_NEW, t, k or None,
+                generator=torch.Generator().manual_seed(seed), context=model.config.max_len,
+            )  # fmt: skip
+            assert e.state["text"] == one_call
+            assert len(shown) >= 1 + (N_NEW - FIRST_CHUNK) // CHUNK  # it was shown growing
+    finally:
+        e.close()

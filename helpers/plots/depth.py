@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..figures import describe, trend
+from ._common import PALETTE
 from ._common import axes as _axes
 
 __all__ = ["plot_parameter_count", "plot_residual_stream"]
@@ -49,13 +50,13 @@ def plot_parameter_count(
     if x.shape != y.shape:
         raise ValueError(f"depths and counts must have the same length, got {x.size} and {y.size}")
     ax = _axes(ax)
-    (independent,) = ax.plot(x, y, "o-", color="C0", ms=4, label="own weights per block")
+    (independent,) = ax.plot(x, y, "o-", color=PALETTE[0], ms=4, label="own weights per block")
     shared = None
     if shared_counts is not None:
         s = _as_array("shared_counts", shared_counts)
         if s.shape != x.shape:
             raise ValueError("shared_counts must have one value per depth")
-        (shared,) = ax.plot(x, s, "s--", color="C3", ms=3, label="one block reused (shared)")
+        (shared,) = ax.plot(x, s, "s--", color=PALETTE[1], ms=3, label="one block reused (shared)")
     (marker,) = ax.plot([], [], "o", color="k", ms=8, mfc="none")
     ax.set_xlabel("depth L (blocks)")
     ax.set_ylabel("parameters")
@@ -90,12 +91,14 @@ def plot_residual_stream(contribution, stream, ax=None) -> dict:
             f"stream must have one value more than contribution (h_0..h_L), got {s.size} and {c.size}"
         )
     ax = _axes(ax)
-    (stream_line,) = ax.plot(np.arange(s.size), s, "o-", color="C0", ms=4, label="stream ||h_l||")
+    (stream_line,) = ax.plot(
+        np.arange(s.size), s, "o-", color=PALETTE[0], ms=4, label="stream ||h_l||"
+    )
     (contrib_line,) = ax.plot(
         np.arange(1, s.size),
         c,
         "^-",
-        color="C1",
+        color=PALETTE[1],
         ms=4,
         label="block's contribution ||h_l - h_(l-1)||",
     )

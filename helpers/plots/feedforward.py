@@ -14,6 +14,7 @@ from .. import _validate as check
 from ..feedforward import gelu, gelu_tanh, relu, silu
 from ..figures import describe, listing
 from ..printing import fmt
+from ._common import PALETTE
 from ._common import axes as _axes
 
 __all__ = [
@@ -27,10 +28,10 @@ __all__ = [
 #: name -> (function, line style) of every curve the lesson draws: each has its own line style,
 #: so the curves are told apart without their colours.
 ACTIVATION_CURVES = {
-    "relu": (relu, dict(color="tab:blue", lw=2.0)),
-    "gelu": (gelu, dict(color="tab:orange", lw=2.0, ls=(0, (6, 2)))),
-    "gelu_tanh": (gelu_tanh, dict(color="black", lw=1.0, ls=(0, (1, 1.5)))),
-    "silu": (silu, dict(color="tab:green", lw=1.5, ls="-.")),
+    "relu": (relu, dict(color=PALETTE[0], lw=2.0)),
+    "gelu": (gelu, dict(color=PALETTE[1], lw=2.0, ls=(0, (6, 2)))),
+    "gelu_tanh": (gelu_tanh, dict(color=PALETTE[2], lw=1.0, ls=(0, (1, 1.5)))),
+    "silu": (silu, dict(color=PALETTE[3], lw=1.5, ls="-.")),
 }
 _STYLE_WORDS = {"relu": "solid", "gelu": "dashed", "gelu_tanh": "dotted", "silu": "dash-dot"}
 
@@ -128,7 +129,7 @@ def plot_shape_diagram(
         widths,
         bottom=[-w / 2 for w in widths],
         width=0.5,
-        color=["tab:blue" if w == widths[0] else "tab:orange" for w in widths],
+        color=[PALETTE[0] if w == widths[0] else PALETTE[1] for w in widths],
     )
     labels = [
         ax.text(p, w / 2, f"{name}\n{_shape_text(s)}", ha="center", va="bottom", fontsize=9)

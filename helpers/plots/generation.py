@@ -7,6 +7,7 @@ import torch
 
 from ..figures import describe, listing
 from ..printing import fmt
+from ._common import PALETTE
 from ._common import axes as _axes
 
 __all__ = [
@@ -22,7 +23,7 @@ __all__ = [
 
 #: Bar colours: a token top-k keeps (it can be drawn), one it drops (probability set to 0); a
 #: dropped bar is hatched too, so kept and dropped differ without colour.
-KEPT, DROPPED = "tab:blue", "lightgray"
+KEPT, DROPPED = PALETTE[0], "lightgray"
 DROPPED_HATCH = "////"
 
 

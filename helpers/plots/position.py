@@ -16,6 +16,7 @@ from ..figures import describe, listing
 from ..positional import wavelengths
 from ..printing import fmt
 from ._common import axes as _axes
+from ._common import series_style
 
 __all__ = ["plot_waves", "plot_heatmap", "plot_wavelengths", "plot_similarity", "similarity"]
 
@@ -48,12 +49,17 @@ def plot_waves(pe: torch.Tensor, columns=(0, 1, 8, 9), ax=None):
     ax = _axes(ax, (7, 2.8))
     positions = np.arange(table.shape[0])
     lines = []
-    for col in columns:
+    for k, col in enumerate(columns):
         col = check.positive_int("column", col, minimum=0)
         if col >= table.shape[1]:
             raise ValueError(f"column must be < d_model={table.shape[1]}, got {col}")
         kind = "sin" if col % 2 == 0 else "cos"
-        (line,) = ax.plot(positions, table[:, col], label=f"column {col} ({kind}, pair {col // 2})")
+        (line,) = ax.plot(
+            positions,
+            table[:, col],
+            label=f"column {col} ({kind}, pair {col // 2})",
+            **series_style(k, markers=False),
+        )
         lines.append(line)
     flips = [int(np.sum(table[:-1, c] * table[1:, c] < 0)) for c in columns]
     within = "between -1 and 1" if np.abs(table[:, list(columns)]).max() <= 1 + 1e-9 else "waves"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..figures import describe, listing, trend
 from ..pretrain import Pretraining
 from ..side_by_side import SideBySide
+from ._common import PALETTE
 from ._common import axes as _axes
 
 __all__ = ["plot_losses", "plot_side_by_side", "plot_differences"]
@@ -33,9 +34,14 @@ def plot_losses(run: Pretraining, ax=None):
     ax = _axes(ax, figsize=(6.5, 3.2))
     r = run.result
     ax.plot(
-        range(1, len(r.train_losses) + 1), r.train_losses, lw=0.8, alpha=0.6, label="training batch"
+        range(1, len(r.train_losses) + 1),
+        r.train_losses,
+        lw=0.8,
+        alpha=0.6,
+        color=PALETTE[0],
+        label="training batch",
     )
-    ax.plot(r.val_steps, r.val_losses, "o-", ms=4, label="held-out")
+    ax.plot(r.val_steps, r.val_losses, "o-", ms=4, color=PALETTE[1], label="held-out")
     styles = {"uniform": ":", "unigram": "--", "bigram": "-."}
     for name, value in run.baselines.items():
         ax.axhline(value, color="grey", ls=styles[name], lw=1, label=f"{name} baseline")
@@ -84,7 +90,9 @@ def plot_side_by_side(grid: SideBySide, axes=None):
             steps = runs[0].val_steps
             mean = [sum(r.val_losses[k] for r in runs) / len(runs) for k in range(len(steps))]
             finals[choice] = mean[-1]
-            (line,) = ax.plot(steps, mean, label=choice, **_STYLES[i % len(_STYLES)])
+            (line,) = ax.plot(
+                steps, mean, label=choice, color=PALETTE[i % len(PALETTE)], **_STYLES[i % 4]
+            )
             for r in runs:
                 ax.plot(r.val_steps, r.val_losses, color=line.get_color(), alpha=0.25, lw=0.8)
         ax.axhline(grid.baselines["unigram"], color="grey", ls=":", lw=1)

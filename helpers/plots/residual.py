@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..figures import describe, listing, ranking, trend
+from ._common import PALETTE, PURPLE
 from ._common import axes as _axes
 
 __all__ = ["plot_per_layer", "plot_mystery_curves"]
@@ -60,10 +61,13 @@ def plot_per_layer(
     ax = _axes(ax, (6, 3))
     lines = []
     trends, finals = [], {}
-    for (label, values), style in zip(curves.items(), _STYLES * len(curves), strict=False):
+    for i, ((label, values), style) in enumerate(
+        zip(curves.items(), _STYLES * len(curves), strict=False)
+    ):
         y = _values(f"curves[{label!r}]", values)
         x = np.arange(first_layer, first_layer + len(y))
-        (line,) = ax.plot(x, y, lw=1.5, ms=4, label=str(label), **style)
+        color = PALETTE[i % len(PALETTE)]
+        (line,) = ax.plot(x, y, lw=1.5, ms=4, label=str(label), color=color, **style)
         lines.append(line)
         trends.append(f"'{label}' {trend(y)}")
         finals[label] = y[-1]
@@ -99,7 +103,7 @@ def plot_mystery_curves(curve_a: Sequence[float], curve_b: Sequence[float], ax=N
         title="Two models at initialization: which one is post-norm?",
     )
     # colours used by no other plot of the lesson, so that they give nothing away
-    for line, color in zip(lines, ("tab:purple", "tab:olive"), strict=True):
+    for line, color in zip(lines, (PURPLE, PALETTE[3]), strict=True):
         line.set_color(color)
     lines[0].axes.legend(fontsize="small")
     return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..figures import describe, listing, ranking, trend
+from ._common import PALETTE
 from ._common import axes as _axes
 
 __all__ = [
@@ -59,13 +60,13 @@ def plot_parameter_breakdown(counts: dict[str, int], ax=None, saving: int | None
     values = breakdown_values(counts)
     ax = _axes(ax, (6, 2.4))
     y = np.arange(len(BREAKDOWN_PARTS))
-    colors = ["tab:blue", "tab:gray", "tab:green", "tab:orange"]
+    colors = [PALETTE[0], "#999999", PALETTE[3], PALETTE[1]]
     bars = ax.barh(y, values, color=colors)
     ghost = ax.barh(
         [y[-1]],
         [(saving or 0) / 1e6],
         fill=False,
-        edgecolor="tab:orange",
+        edgecolor=PALETTE[1],
         linestyle="--",
         linewidth=1.2,
     )[0]
@@ -122,7 +123,7 @@ def plot_training_curves(results: dict, ax=None, smooth: int = 20):
     ax = _axes(ax, (6, 3))
     styles = []
     for (name, result), color, (train_ls, val_ls) in zip(
-        results.items(), ["tab:blue", "tab:orange", "tab:green"], _CURVE_STYLES, strict=False
+        results.items(), PALETTE[:3], _CURVE_STYLES, strict=False
     ):
         losses = np.asarray(result.train_losses, dtype=float)
         k = max(1, min(int(smooth), len(losses)))

@@ -49,8 +49,9 @@ class Explorer(widgets.VBox):
     ``figure`` in place and may return an HTML string for ``info``. It runs once at creation and
     after every change of a control. ``describe(**values)``, called after it, returns the
     picture's one-sentence description (``explorer.description``, CONTRIBUTING.md "Figures"):
-    the picture's ``alt``, announced after each change. ``last_update_seconds`` and
-    ``n_updates`` record the cost.
+    the picture's ``alt``, announced after each change. ``after(explorer, **values)``, if given, runs once
+    the new picture is sent (lesson 9 writes its text there, shown as it grows).
+    ``last_update_seconds`` and ``n_updates`` record the cost.
     """
 
     def __init__(
@@ -61,6 +62,7 @@ class Explorer(widgets.VBox):
         update: Callable[..., str | None],
         dpi: int = 72,
         describe: Callable[..., str] | None = None,
+        after: Callable[..., None] | None = None,
     ):
         self.title = title
         self.controls = dict(controls)
@@ -68,6 +70,7 @@ class Explorer(widgets.VBox):
         self.dpi = dpi
         self._update = update
         self._describe = describe
+        self._after = after
         self.description = ""
         self.image = Picture()
         self.info = widgets.HTML()
@@ -98,6 +101,8 @@ class Explorer(widgets.VBox):
         if self._describe is not None:
             self.description = check_description(self._describe(**values))
         self.render()
+        if self._after is not None:  # work shown after the picture (lesson 9 streams its text)
+            self._after(self, **values)
         self.n_updates += 1
         self.last_update_seconds = time.perf_counter() - start
 

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from .. import _validate as check
 from ..feedforward import ACTIVATIONS, ffn_parameter_count, swiglu_hidden
+from ..plots import PALETTE
 from ..plots.feedforward import ACTIVATION_CURVES, plot_shape_diagram, update_shape_diagram
 from ._base import Explorer, dropdown, slider
 
@@ -65,7 +66,7 @@ def feedforward_explorer(
 
     names = ["W1", "W3", "W2", "biases"]
     param_bars = list(
-        ax_params.bar(names, [1, 1, 1, 1], color=["tab:blue", "tab:green", "tab:orange", "0.5"])
+        ax_params.bar(names, [1, 1, 1, 1], color=[PALETTE[0], PALETTE[3], PALETTE[1], "#999999"])
     )
     ref_line = ax_params.axhline(0, color="k", ls=":", lw=1)
     ax_params.tick_params(labelsize=8)
@@ -73,7 +74,7 @@ def feedforward_explorer(
 
     for name in ("relu", "gelu", "silu"):
         ax_curve.plot(_X.numpy(), _Y[name], color="0.85", lw=1)
-    (curve,) = ax_curve.plot(_X.numpy(), _Y["relu"], color="tab:red", lw=2.5)
+    (curve,) = ax_curve.plot(_X.numpy(), _Y["relu"], color=PALETTE[4], lw=2.5)
     ax_curve.set_ylim(-1.0, 4.2)
     ax_curve.tick_params(labelsize=8)
     curve_title = ax_curve.set_title("", fontsize=9)
@@ -126,7 +127,7 @@ def feedforward_explorer(
             f"contracting back to {d_model}; bars of the parameters of "
             f"{', '.join(used[:-1])} and {used[-1]}, {pieces['total']:,} in total (dotted line: "
             f"a third of the ReLU block at d_ff = 4·d_model); and the {_CURVE_OF[activation]} "
-            "curve, thick and red, over the other activations in light grey."
+            "curve, thick and vermillion, over the other activations in light grey."
         )
 
     return Explorer("Lesson 6: the feed-forward block", controls, fig, update, describe=describe)

@@ -16,7 +16,7 @@ import html
 import ipywidgets as widgets
 import torch
 
-from ..generation import _check_model, generate_text, next_token_probs
+from ..generation import _check_model, generate, next_token_probs
 from ..plots.generation import (
     char_label,
     describe_distribution,
@@ -31,6 +31,8 @@ __all__ = ["generation_explorer", "default_model", "N_NEW", "N_BARS", "DEFAULT_P
 
 N_NEW = 200  # characters generated per update
 N_BARS = 20  # the most likely next characters shown
+FIRST_CHUNK = 8  # characters written before the text is first shown (streaming)
+CHUNK = 48  # characters written between two updates of the shown text
 DEFAULT_PROMPT = "First Citizen:"
 
 
@@ -148,12 +150,13 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
         try:
             if not prompt:
                 raise ValueError("the prompt is empty: type at least one character")
-            text = generate_text(
-                writer, tokenizer, prompt, N_NEW, temperature, k,
-                generator=torch.Generator().manual_seed(int(seed)), context=context,
-            )  # fmt: skip
+            try:
+                tokenizer.encode(prompt)
+            except ValueError as e:  # unknown characters: the tokenizer's message names them
+                raise ValueError(f"prompt {prompt[:40]!r}: {e}") from None
             logits = last_logits(prompt)
         except ValueError as e:
+            state["writing"] = None
             return f"{note}<span style='color:#b00'>{html.escape(str(e))}</span>"
         probs = next_token_probs(logits, temperature)  # [V] before top-k
         kept = next_token_probs(logits, temperature, k) > 0 if k else probs >= 0
@@ -168,9 +171,34 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
             "every character kept" if k is None else f"top-{k} kept (solid; dropped: hatched)"
         )
         title.set_text(f"next character after the prompt: {what}, {kept_text}")
-        state.update(text=text, ids=ids, probs=probs, kept=kept, prompt=prompt)
-        shown = html.escape(prompt) + "<b>" + html.escape(text[len(prompt) :]) + "</b>"
-        return f"{note}<pre style='white-space:pre-wrap;font-size:12px;margin:2px 0'>{shown}</pre>"
+        state.update(text=prompt, ids=ids, probs=probs, kept=kept, prompt=prompt)
+        state["writing"] = (k, temperature, int(seed))
+        return _shown(prompt, "")
+
+    def _shown(prompt: str, new: str, busy: bool = True) -> str:
+        return (
+            f"{note}<pre style='white-space:pre-wrap;font-size:12px;margin:2px 0' "
+            f"aria-busy='{str(busy).lower()}'>{html.escape(prompt)}<b>{html.escape(new)}</b></pre>"
+        )
+
+    def write(explorer, temperature, top_k, seed, prompt):
+        """After the new bars are shown: write the text, shown as it grows (the first
+        :data:`FIRST_CHUNK` characters at once, then :data:`CHUNK` at a time). The same generator
+        carries on from chunk to chunk, so the text is the one ``generate_text`` writes in one
+        call (the tests check it)."""
+        if state.get("writing") is None:
+            return
+        k, temperature, seed = state["writing"]
+        generator = torch.Generator().manual_seed(seed)
+        ids = tokenizer.encode(prompt)[None]  # [1, n]
+        written = 0
+        while written < N_NEW:
+            n = min(FIRST_CHUNK if written == 0 else CHUNK, N_NEW - written)
+            ids = generate(writer, ids, n, temperature, k, generator, context)  # [1, n + ...]
+            written += n
+            new = tokenizer.decode(ids[0, -written:])
+            explorer.info.value = _shown(prompt, new, busy=written < N_NEW)
+        state["text"] = prompt + new
 
     def describe(temperature, top_k, seed, prompt):
         if state["probs"] is None or state.get("prompt") != prompt:
@@ -182,7 +210,9 @@ def generation_explorer(model=None, tokenizer=None, prompt: str = DEFAULT_PROMPT
         )
         return describe_distribution(ax, state["probs"], state["kept"], labels, state["ids"], what)
 
-    explorer = Explorer("Lesson 9: the model writes", controls, fig, update, describe=describe)
+    explorer = Explorer(
+        "Lesson 9: the model writes", controls, fig, update, describe=describe, after=write
+    )
     explorer.state = state  # the last text, bars' ids and probabilities (tests read them)
     explorer.model, explorer.tokenizer, explorer.writer = model, tokenizer, writer
     fig.set_layout_engine("none")  # keep the first layout: an update only redraws

@@ -19,6 +19,7 @@ import torch
 from matplotlib.figure import Figure
 
 from .. import _validate as check
+from ..plots import PALETTE
 from ..positional import alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding_at, wavelengths
 from ..printing import fmt
 from ._base import Explorer, dropdown, slider
@@ -136,8 +137,10 @@ def positional_explorer(
     fig = Figure(figsize=(10.5, 2.9))
     fig.subplots_adjust(left=0.05, right=0.99, bottom=0.17, top=0.9, wspace=0.3)
     ax_wave, ax_heat, ax_sim = fig.subplots(1, 3, gridspec_kw={"width_ratios": [1.4, 1.2, 0.8]})
-    (sin_line,) = ax_wave.plot([], [], lw=1.2, label="sin, column 2i")
-    (cos_line,) = ax_wave.plot([], [], lw=1.2, ls="--", label="cos, column 2i+1 (dashed)")
+    (sin_line,) = ax_wave.plot([], [], lw=1.2, color=PALETTE[0], label="sin, column 2i")
+    (cos_line,) = ax_wave.plot(
+        [], [], lw=1.2, ls="--", color=PALETTE[1], label="cos, column 2i+1 (dashed)"
+    )
     ax_wave.set_ylim(-1.1, 1.6)  # room for the legend above the waves
     ax_wave.set_xlabel("position")
     ax_wave.legend(loc="upper center", fontsize="x-small", ncols=2)

@@ -23,6 +23,7 @@ from ..diagnostics import activation_scales, gradient_norms, init_profile
 from ..figures import trend
 from ..model import TransformerLM
 from ..normalization import NORM_PLACEMENTS, NORM_TYPES
+from ..plots import PALETTE
 from ..reproducible import default_dtype
 from ._base import Explorer, dropdown, slider
 
@@ -34,7 +35,7 @@ SEEDS = (0, 1)  # averaged over two fresh models per setting
 VOCAB, BATCH, LENGTH, HEADS = 256, 4, 16, 4  # small on purpose: an update must feel immediate
 
 LABELS = {"pre": "pre-norm", "post": "post-norm", "none": "no norm"}
-COLORS = {"pre": "tab:blue", "post": "tab:red", "none": "tab:green"}
+COLORS = {"pre": PALETTE[0], "post": PALETTE[4], "none": PALETTE[2]}
 NORM_LABELS = {"layer": "LayerNorm", "rms": "RMSNorm"}
 STYLES = {"layer": "-", "rms": "--"}  # RMSNorm dashed, so that it stays apart from the grey ghost
 
