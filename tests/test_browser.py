@@ -450,12 +450,12 @@ def _move_explorer(page, cell) -> tuple[str, dict, dict]:
     control = cell.locator(".course-slider, .course-range, .course-select").first
     control.wait_for(state="visible")
     classes = control.get_attribute("class") or ""
-    active_before = page.evaluate(ACTIVE_CELL_JS, NOTEBOOK)
     if "course-slider" in classes:
         handle = control.locator("input[type=range]").first
         name = control.locator("label").first.inner_text().strip()
         now, hi = float(handle.input_value()), float(handle.get_attribute("max"))
-        handle.focus()
+        handle.focus()  # focusing a control makes its cell JupyterLab's active one
+        active_before = page.evaluate(ACTIVE_CELL_JS, NOTEBOOK)
         page.keyboard.press("Home" if now == hi else "End")
         _wait(lambda: float(handle.input_value()) != now, 10, "the slider to move", page)
         control_name = f"{name} {now:g} -> {float(handle.input_value()):g}"
@@ -464,7 +464,8 @@ def _move_explorer(page, cell) -> tuple[str, dict, dict]:
         name = control.locator("[id^=course-range-label]").first.inner_text().strip()
         before = float(handle.input_value())
         key = "ArrowLeft" if before == float(handle.get_attribute("max")) else "ArrowRight"
-        handle.focus()
+        handle.focus()  # focusing a control makes its cell JupyterLab's active one
+        active_before = page.evaluate(ACTIVE_CELL_JS, NOTEBOOK)
         for _ in range(5):
             page.keyboard.press(key)
         control_name = f"{name} upper {before:g} -> {float(handle.input_value()):g}"
@@ -474,6 +475,7 @@ def _move_explorer(page, cell) -> tuple[str, dict, dict]:
         current = select.evaluate("s => s.options[s.selectedIndex].text")
         last = select.evaluate("s => s.selectedIndex === s.options.length - 1")
         select.focus()
+        active_before = page.evaluate(ACTIVE_CELL_JS, NOTEBOOK)
         page.keyboard.press("ArrowUp" if last else "ArrowDown")
         other = select.evaluate("s => s.options[s.selectedIndex].text")
         assert other != current, f"the arrow key did not change {name!r}"
