@@ -192,10 +192,15 @@ def norm_explorer(
         grads, scales = profile(placement, depth, d_model, norm_type)
         kind = f" {NORM_LABELS[norm_type]}" if placement != "none" else ""
         style = "dashed" if placement != "none" and STYLES[norm_type] == "--" else "solid"
+        gradient = (  # one block has one gradient point: no trend to tell
+            f"‖∂L/∂W2‖ {trend(grads)} from layer 1 to layer {depth}"
+            if len(grads) > 1
+            else f"‖∂L/∂W2‖ of the one layer is {float(grads[0]):.3g}"
+        )
         return (
-            f"Two panels on log scales for {LABELS[placement]}{kind}, {depth} blocks, d_model "
-            f"{d_model} ({style} line, the previous setting grey and dotted): the gradient "
-            f"‖∂L/∂W2‖ {trend(grads)} from layer 1 to layer {depth}, and the activation scale "
+            f"Two panels on log scales for {LABELS[placement]}{kind}, {depth} "
+            f"block{'s' if depth > 1 else ''}, d_model {d_model} ({style} line, the previous "
+            f"setting grey and dotted): the gradient {gradient}, and the activation scale "
             f"RMS(h_l) {trend(scales)} from h_0 to h_{depth}."
         )
 
