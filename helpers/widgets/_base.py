@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import ipywidgets as widgets
 import matplotlib.text as mtext
+from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
 
 from ..figures import check_description, figure_bundle
@@ -26,6 +27,7 @@ from ._controls import IntSlider, Picture, Select
 __all__ = ["Explorer", "new_figure", "slider", "dropdown"]
 
 _LAYOUT = mtext.Text._get_layout
+_DRAW_TEXT = RendererAgg.draw_text
 #: Text layouts an explorer keeps between updates (cleared past this many).
 LAYOUT_CACHE_SIZE = 2048
 
@@ -37,7 +39,9 @@ def _cached_text_layout(store: dict):
     and dpi and kept in ``store``. Most of an update's rendering was text: every tick label,
     title and legend entry laid out again (several times: to draw it, and to place the axis
     labels and the title), though few change between updates. Wrapped and TeX text is laid out
-    as before. The PNG is the same bytes with and without (tested for every explorer)."""
+    as before. Likewise a text drawn at the same pixel position, in the same font and size, as
+    in an earlier update paints the glyph bitmaps kept from then (Agg only; mathtext as before).
+    The PNG is the same bytes with and without (tested for every explorer)."""
 
     def cached(self, renderer):
         if self.get_wrap() or self.get_usetex():
@@ -58,11 +62,57 @@ def _cached_text_layout(store: dict):
             layout = store[key] = _LAYOUT(self, renderer)
         return layout
 
+    def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        # a text drawn where it was drawn before, in the same font: the same glyph bitmaps at
+        # the same pixels (the colour comes from gc when they are painted)
+        if ismath or type(self) is not RendererAgg:
+            return _DRAW_TEXT(self, gc, x, y, s, prop, angle, ismath, mtext)
+        key = (
+            "glyphs", s, tuple(prop.get_family()), prop.get_slant(), prop.get_variant(),
+            prop.get_weight(), prop.get_stretch(), prop.get_size_in_points(), prop.get_file(),
+            self.dpi, self.height, angle, x, y, gc.get_antialiased(),
+            None if mtext is None else (mtext.get_fontfeatures(), mtext.get_language()),
+        )  # fmt: skip
+        glyphs = store.get(key)
+        if glyphs is None:
+            recorder = _GlyphRecorder(self._renderer)
+            self._renderer = recorder
+            try:
+                _DRAW_TEXT(self, gc, x, y, s, prop, angle, ismath, mtext)
+            finally:
+                self._renderer = recorder.renderer
+            if len(store) >= LAYOUT_CACHE_SIZE:
+                store.clear()
+            store[key] = recorder.glyphs
+            return None
+        for buffer, left, bottom in glyphs:
+            self._renderer.draw_text_image(buffer, left, bottom, 0, gc)
+        return None
+
     mtext.Text._get_layout = cached
+    RendererAgg.draw_text = draw_text
     try:
         yield
     finally:
         mtext.Text._get_layout = _LAYOUT
+        RendererAgg.draw_text = _DRAW_TEXT
+
+
+class _GlyphRecorder:
+    """Stands in for the Agg renderer while a text is drawn: keeps each glyph bitmap painted."""
+
+    def __init__(self, renderer):
+        self.renderer = renderer
+        self.glyphs = []
+
+    def draw_text_image(self, buffer, left, bottom, angle, gc):
+        if angle != 0:
+            raise ValueError(f"angle must be 0 for a glyph bitmap, got {angle}")
+        self.glyphs.append((buffer.copy(), left, bottom))
+        return self.renderer.draw_text_image(buffer, left, bottom, angle, gc)
+
+    def __getattr__(self, name):
+        return getattr(self.renderer, name)
 
 
 def new_figure(width: float = 8.0, height: float = 3.0, ncols: int = 1, nrows: int = 1, **kwargs):
