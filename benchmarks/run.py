@@ -51,6 +51,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import chromium as _chromium  # noqa: E402  (the widgets engineer's section)
+
 TARGETS = {
     "lesson_seconds": 20.0,
     "kernel_mb": 600.0,
@@ -572,6 +574,7 @@ SECTIONS = [
     Section("explorers", "Explorers: one update (compute and redraw, server side)", run_explorers, render_explorers),
     Section("block", "Model piece: forward + backward", run_block, render_block),
     Section("suite", "The test suite", run_suite, render_suite, default=False),
+    Section("explorers_chromium", "Explorers in Chromium: key press to new picture", _chromium.run_chromium, _chromium.render_chromium, default=False),
 ]  # fmt: skip
 
 
