@@ -21,8 +21,10 @@ batches (seed s) and another initial draw (``init_seed = 1000 m + s`` for the m-
 what differs between two choices under one seed, with no choice changed. The rule applied to them
 (:meth:`SideBySide.aa_rate`) measures its false-alarm rate on this task.
 
-``tools/side_by_side.py`` runs the full grid and ships it as ``helpers/data/side_by_side.json``;
-:func:`load_side_by_side` reads it back.
+``tools/side_by_side.py`` runs the full grid and ships it as ``helpers/data/side_by_side.json``
+(settings, per-seed curves and finals, the A/A runs, and the rule's summary: paired differences,
+verdicts, the claimed and the measured false-alarm rate); :func:`load_side_by_side` reads it back
+and checks that the summary is what the runs give.
 """
 
 from __future__ import annotations
@@ -185,6 +187,63 @@ class SideBySide:
         if not self.aa_runs or len(self.seeds) < MIN_SEEDS:
             return None
         return aa_rate(self.aa_differences(), self.k)
+
+    def with_aa(self, other: SideBySide) -> SideBySide:
+        """This grid with ``other``'s A/A runs, when ``other`` trained the same base model under
+        the same settings (checked: its base runs must have exactly this grid's final losses;
+        the runs are deterministic, so a grid's rows and its A/A runs may be trained apart)."""
+        if not isinstance(other, SideBySide):
+            raise TypeError(f"other must be a SideBySide, got {type(other).__name__}")
+        same = (self.base, self.steps, self.seeds, self.long_factor, self.val_tokens) == (
+            other.base, other.steps, other.seeds, other.long_factor, other.val_tokens
+        )  # fmt: skip
+        mine = [r.val_loss for r in self.base_runs]
+        theirs = [r.val_loss for r in other.base_runs]
+        if not same or mine != theirs:
+            raise ValueError(
+                "other must have trained the same base model under the same settings, with "
+                f"the same final losses (this grid's {mine}, other's {theirs})"
+            )
+        merged = replace(self, aa_runs=list(other.aa_runs))
+        merged.seconds, merged.cpu_seconds = (
+            self.seconds + other.seconds,
+            (self.cpu_seconds + other.cpu_seconds),
+        )
+        return merged
+
+    def summary(self) -> dict:
+        """What the rule concluded, as data: the rule, its claimed false-alarm rate, the A/A
+        count, and every comparison's paired differences, mean, SE and verdict."""
+        n = len(self.seeds)
+        claimed = null_rate(n, self.k) if n >= MIN_SEEDS else None
+        rate = self.aa_rate()
+        aa = None
+        if rate is not None:
+            aa = {
+                "alarms": rate.alarms,
+                "comparisons": rate.comparisons,
+                "rate": rate.rate,
+                "interval": list(rate.interval),
+            }
+        comparisons = [
+            {
+                "factor": r["factor"],
+                "choice": r["choice"],
+                "reference": self.reference(r["factor"]),
+                "differences": r["differences"],
+                "mean_difference": r["mean_difference"],
+                "se": r["se"],
+                "verdict": r["verdict"],
+            }
+            for r in self.table()
+            if r["differences"] is not None
+        ]
+        return {
+            "rule": rule_summary(self),
+            "claimed_rate": claimed,
+            "aa": aa,
+            "comparisons": comparisons,
+        }
 
     # -- tables -------------------------------------------------------------------------------
     def table(self) -> list[dict]:
@@ -421,8 +480,8 @@ def side_by_side(
     if isinstance(k, bool) or not isinstance(k, int | float) or not k > 0:
         raise ValueError(f"k (standard errors) must be a positive number, got {k!r}")
     factors = list(SHEET_FACTORS) if factors is None else list(factors)
-    if not factors:
-        raise ValueError("factors must name at least one factor of FACTORS")
+    if not factors and not aa:
+        raise ValueError("factors must name at least one factor of FACTORS (or aa > 0)")
     for f in factors:
         check.choice("each factor", f, tuple(FACTORS))
     given = {**SMALL_GRID, **settings}
@@ -540,6 +599,25 @@ RESULTS_SCHEMA = {
     "rows": [{"factor": str, "choice": str, "runs": [_RUN_SCHEMA]}],
     "base_runs": [_RUN_SCHEMA],
     "aa_runs": [[_RUN_SCHEMA]],
+    "summary": {
+        "rule": str,
+        "claimed_rate": (float, None),
+        "aa": (
+            {"alarms": int, "comparisons": int, "rate": float, "interval": [float]},
+            None,
+        ),
+        "comparisons": [
+            {
+                "factor": str,
+                "choice": str,
+                "reference": str,
+                "differences": [float],
+                "mean_difference": float,
+                "se": (float, None),
+                "verdict": str,
+            }
+        ],
+    },
 }
 _SETTINGS = ("base", "steps", "seeds", "long_factor", "k", "val_tokens")
 _RESULTS = ("baselines", "rows", "base_runs", "aa_runs")
@@ -560,7 +638,7 @@ def save_side_by_side(grid: SideBySide, folder=None):
         SIDE_BY_SIDE_DATA,
         tool="tools/side_by_side.py",
         settings=settings,
-        results={k: data[k] for k in _RESULTS},
+        results={**{k: data[k] for k in _RESULTS}, "summary": grid.summary()},
         settings_schema=SETTINGS_SCHEMA,
         results_schema=RESULTS_SCHEMA,
         seconds=grid.seconds,
@@ -580,4 +658,10 @@ def load_side_by_side(folder=None) -> SideBySide:
     shipped = load_results(SIDE_BY_SIDE_DATA, SETTINGS_SCHEMA, RESULTS_SCHEMA, folder=folder)
     data = {**shipped.settings, **shipped.results}
     data["seconds"], data["cpu_seconds"] = shipped.seconds, shipped.cpu_seconds
-    return SideBySide.from_dict(data)
+    grid = SideBySide.from_dict(data)
+    if grid.summary() != shipped.results["summary"]:
+        raise ValueError(
+            "helpers/data/side_by_side.json: its summary (differences, verdicts, rates) is not "
+            "what its own runs give; rerun tools/side_by_side.py"
+        )
+    return grid

@@ -23,7 +23,15 @@ import torch
 
 from . import _validate as check
 from .model import TransformerLM
-from .paired import AARate, Verdict, aa_rate, decide, paired_differences
+from .paired import (
+    MIN_SEEDS,
+    AARate,
+    Verdict,
+    aa_rate,
+    decide,
+    null_rate,
+    paired_differences,
+)
 from .printing import fmt
 from .reproducible import default_dtype
 from .text import CharTokenizer, load_text, ngram_loss, split_ids
@@ -237,11 +245,13 @@ class WarmupSweep:
 
     def table(self) -> list[dict]:
         """One row per (comparison, learning rate): the two runs' finals per seed, the paired
-        differences, their mean and SE, the rule's verdict and what holds for every seed."""
+        differences, their mean and SE, the rule's verdict ("too few seeds (n)" under
+        :data:`~helpers.paired.MIN_SEEDS`) and what holds for every seed."""
         rows = []
         for lr in self.lrs:
             for ref, other in SWEEP_COMPARISONS:
-                v = self.verdict(ref, other, lr)
+                d = self.differences(ref, other, lr)
+                v = self.verdict(ref, other, lr) if len(d) >= MIN_SEEDS else None
                 rows.append(
                     {
                         "lr": lr,
@@ -249,10 +259,10 @@ class WarmupSweep:
                         "other": other,
                         "reference_finals": self.final(ref, lr),
                         "other_finals": self.final(other, lr),
-                        "differences": list(v.differences),
-                        "mean_difference": v.mean,
-                        "se": v.se,
-                        "verdict": v.text,
+                        "differences": d,
+                        "mean_difference": sum(d) / len(d),
+                        "se": v.se if v else None,
+                        "verdict": v.text if v else f"too few seeds ({len(d)})",
                         "every_seed": self.every_seed(ref, other, lr),
                     }
                 )
@@ -280,12 +290,31 @@ class WarmupSweep:
         body = []
         for r in self.table():
             diffs = ", ".join(_signed(x, decimals) for x in r["differences"])
+            se = "" if r["se"] is None else f" ({fmt(r['se'], decimals=decimals)})"
             body.append(
                 f"| {r['lr']:g} | {r['other']} minus {r['reference']} | {diffs} "
-                f"| {_signed(r['mean_difference'], decimals)} ({fmt(r['se'], decimals=decimals)}) "
+                f"| {_signed(r['mean_difference'], decimals)}{se} "
                 f"| {r['verdict']} | {r['every_seed']} |"
             )
         return "\n".join([head, *body])
+
+    def summary(self) -> dict:
+        """The rule's conclusions as data: its claimed false-alarm rate, the A/A count and every
+        comparison (:meth:`table`)."""
+        rate = self.aa_rate() if len(self.seeds) >= MIN_SEEDS else None
+        n = len(self.seeds)
+        return {
+            "claimed_rate": null_rate(n, self.k) if n >= MIN_SEEDS else None,
+            "aa": None
+            if rate is None
+            else {
+                "alarms": rate.alarms,
+                "comparisons": rate.comparisons,
+                "rate": rate.rate,
+                "interval": list(rate.interval),
+            },
+            "comparisons": self.table(),
+        }
 
     def to_dict(self) -> dict:
         return {
@@ -401,6 +430,24 @@ SWEEP_RESULTS_SCHEMA = {
     "aa": {str: {str: [[float]]}},
     "unigram": float,
     "uniform": float,
+    "summary": {
+        "claimed_rate": (float, None),
+        "aa": ({"alarms": int, "comparisons": int, "rate": float, "interval": [float]}, None),
+        "comparisons": [
+            {
+                "lr": float,
+                "reference": str,
+                "other": str,
+                "reference_finals": [float],
+                "other_finals": [float],
+                "differences": [float],
+                "mean_difference": float,
+                "se": (float, None),
+                "verdict": str,
+                "every_seed": str,
+            }
+        ],
+    },
 }
 
 
@@ -416,7 +463,10 @@ def save_warmup_sweep(sweep: WarmupSweep, folder=None):
         WARMUP_SWEEP_DATA,
         tool="tools/warmup_sweep.py",
         settings={**data["settings"], "k": sweep.k},
-        results={k: data[k] for k in SWEEP_RESULTS_SCHEMA},
+        results={
+            **{k: data[k] for k in SWEEP_RESULTS_SCHEMA if k != "summary"},
+            "summary": sweep.summary(),
+        },
         settings_schema=SWEEP_SETTINGS_SCHEMA,
         results_schema=SWEEP_RESULTS_SCHEMA,
         seconds=sweep.seconds,
@@ -434,10 +484,17 @@ def load_warmup_sweep(folder=None) -> WarmupSweep:
     shipped = load_results(WARMUP_SWEEP_DATA, SWEEP_SETTINGS_SCHEMA, SWEEP_RESULTS_SCHEMA, folder)
     settings = dict(shipped.settings)
     k = settings.pop("k")
-    return WarmupSweep(
+    measured = {key: v for key, v in shipped.results.items() if key != "summary"}
+    sweep = WarmupSweep(
         settings=settings,
-        **shipped.results,
+        **measured,
         seconds=shipped.seconds,
         cpu_seconds=shipped.cpu_seconds,
         k=k,
     )
+    if sweep.summary() != shipped.results["summary"]:
+        raise ValueError(
+            "helpers/data/warmup_sweep.json: its summary (differences, verdicts, rates) is not "
+            "what its own runs give; rerun tools/warmup_sweep.py"
+        )
+    return sweep

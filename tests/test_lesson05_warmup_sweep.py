@@ -99,3 +99,74 @@ def test_C5_7_live_run_is_two_runs_of_the_sweep():
 def test_C5_7_bad_sweep_arguments_raise_naming_the_argument(kwargs, error, match):
     with pytest.raises(error, match=match):
         warmup_sweep(**{**SMALL, "steps": 1, "warmup_steps": 0, **kwargs})
+
+
+# ---- the sweep that ships with the course (helpers/data/warmup_sweep.json) ---------------------
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    from helpers.warmup import load_warmup_sweep
+
+    return load_warmup_sweep()
+
+
+def test_C5_7_shipped_sweep_is_the_declared_one(shipped):
+    for key in ("steps", "warmup_steps", "aa", "d_model", "n_layers", "n_heads", "batch_size"):
+        assert shipped.settings[key] == SWEEP[key], key
+    assert shipped.seeds == list(SWEEP["seeds"]) and shipped.lrs == list(SWEEP["lrs"])
+    for run in WARMUP_RUNS:
+        for lr in SWEEP["lrs"]:
+            assert len(shipped.final(run, lr)) == len(SWEEP["seeds"])
+            assert len(shipped.aa[run][f"{lr:g}"]) == SWEEP["aa"]
+
+
+def test_C5_7_shipped_verdicts_are_the_rule_on_the_shipped_finals(shipped):
+    for r in shipped.table():  # a check of the code
+        assert r["verdict"] == decide(r["differences"]).text
+
+
+def test_C5_7_live_run_reproduces_the_shipped_seed_it_is_part_of(shipped):
+    # the lesson's live run is one seed of the sweep: the same numbers (same machine), or within
+    # the shipped seed spread (another machine), and the same direction as every shipped seed
+    live = compare_warmup(seed=LIVE_SWEEP["seed"], lr=LIVE_SWEEP["lr"], runs=LIVE_SWEEP["runs"])
+    i = shipped.seeds.index(LIVE_SWEEP["seed"])
+    for run, result in live.items():
+        values = shipped.final(run, LIVE_SWEEP["lr"])
+        assert abs(result.val_loss - values[i]) <= max(values) - min(values), run
+    post, pre = (live[r].val_loss for r in LIVE_SWEEP["runs"])
+    every = shipped.every_seed(*LIVE_SWEEP["runs"], LIVE_SWEEP["lr"])
+    assert every in ("lower", "higher") and (pre < post) == (every == "lower")
+
+
+@pytest.mark.slow
+def test_C5_7_tool_rerun_at_reduced_size_agrees_with_the_shipped_sweep(tmp_path, shipped):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from helpers.shipped import agrees_within_spread
+    from helpers.warmup import load_warmup_sweep
+
+    tool = Path(__file__).resolve().parent.parent / "tools" / "warmup_sweep.py"
+    subprocess.run(
+        [sys.executable, str(tool), "--seeds", "1", "2", "--lrs", "0.01", "--aa", "0",
+         "--no-doc", "--data-dir", str(tmp_path)],
+        check=True, capture_output=True, text=True, timeout=3600,
+    )  # fmt: skip
+    fresh = load_warmup_sweep(folder=tmp_path)
+    for run in WARMUP_RUNS:
+        for value in fresh.final(run, 0.01):
+            ok, sentence = agrees_within_spread(value, shipped.final(run, 0.01))
+            assert ok, (run, sentence)
+
+
+def test_C5_7_a_shipped_summary_that_disagrees_with_its_runs_is_refused(tmp_path):
+    from helpers.shipped import DATA
+    from helpers.warmup import load_warmup_sweep
+
+    record = json.loads((DATA / "warmup_sweep.json").read_text())
+    record["results"]["summary"]["comparisons"][0]["every_seed"] = "always"
+    (tmp_path / "warmup_sweep.json").write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="summary .* is not what its own runs give"):
+        load_warmup_sweep(folder=tmp_path)

@@ -16,7 +16,9 @@ Writes ``helpers/data/side_by_side.json`` (``helpers.shipped``: settings, per-se
 finals, A/A runs, times; read by ``helpers.side_by_side.load_side_by_side``), the page
 ``docs/SIDE_BY_SIDE.md`` and its figure ``docs/side_by_side.png``. ``--raw FILE`` also saves the
 grid as soon as it is trained; ``--from-raw FILE`` writes the three outputs from such a file
-without training again. Not run in CI (about 25 minutes of one CPU core with the defaults);
+without training again (``--aa-from-raw FILE``: with the A/A runs of another such file, trained
+apart with ``--factors`` left empty: the two processes may run at once; the base runs, trained in
+both, must agree exactly). Not run in CI (about 25 minutes of one CPU core with the defaults);
 ``tests/test_side_by_side_shipped.py`` reruns it at reduced size.
 """
 
@@ -46,7 +48,8 @@ What the literature reports, at much larger scale, next to what this grid measur
 
 - Vaswani et al. 2017, Table 3 row (E): learned positions about equal to sinusoidal
   (4.92 vs 4.92 dev perplexity, BLEU 25.7 vs 25.8).
-- Su et al. 2021 (RoFormer) report rotary training faster than learned absolute positions;
+- Su et al. 2021 (RoFormer): rotary makes the scores depend on the relative position; they
+  report results comparable to or better than absolute positions on their benchmarks.
   Press et al. 2022 (ALiBi, "Train short, test long", Fig. 1) find sinusoidal and rotary models
   get worse past the training length (ALiBi does not); a learned table cannot run there at all.
 - Xiong et al. 2020: pre-norm trains without a learning-rate warm-up; post-norm needs one (no
@@ -146,9 +149,7 @@ bigram {b["bigram"]:.3f}). Differences are the row's loss minus its factor's fir
 
 def _write(grid: SideBySide, args, argv) -> None:
     data = save_side_by_side(grid, folder=args.data_dir)
-    command = "python tools/side_by_side.py" + "".join(
-        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
-    )
+    command = _command("tools/side_by_side.py", argv if argv is not None else sys.argv[1:])
     if args.doc is not None:
         figure = args.doc.with_name("side_by_side.png") if args.figure is None else args.figure
         _figure(grid, figure)
@@ -159,13 +160,30 @@ def _write(grid: SideBySide, args, argv) -> None:
     print(f"wrote {data.name} in {grid.seconds:.0f} s ({grid.cpu_seconds:.0f} s CPU)")
 
 
+_OUTPUT_ONLY = {"--raw", "--from-raw", "--aa-from-raw", "--doc", "--data-dir", "--figure"}
+
+
+def _command(tool: str, argv: list[str]) -> str:
+    """The command that ran the experiment: its arguments without those that only say where
+    outputs go or come from (no paths of the machine end up in the page)."""
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in _OUTPUT_ONLY:
+            skip = True
+        elif a != "--no-doc":
+            kept.append(a)
+    return " ".join(["python", tool, *kept])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--steps", type=int, default=250)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--factors", nargs="+", default=list(FACTORS), choices=list(FACTORS))
+    parser.add_argument("--factors", nargs="*", default=list(FACTORS), choices=list(FACTORS))
     parser.add_argument("--aa", type=int, default=10, help="A/A comparisons")
     parser.add_argument("--d-model", type=int, default=None)
     parser.add_argument("--n-layers", type=int, default=None)
@@ -176,10 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--figure", type=Path, default=None, help="default: next to --doc")
     parser.add_argument("--raw", type=Path, default=None, help="also save the trained grid here")
     parser.add_argument("--from-raw", type=Path, default=None, help="write outputs from --raw")
+    parser.add_argument(
+        "--aa-from-raw",
+        type=Path,
+        default=None,
+        help="with --from-raw: take the A/A runs from this raw file (trained apart, same base)",
+    )
     args = parser.parse_args(argv)
 
     if args.from_raw is not None:
         grid = SideBySide.from_dict(json.loads(args.from_raw.read_text()))
+        if args.aa_from_raw is not None:
+            grid = grid.with_aa(SideBySide.from_dict(json.loads(args.aa_from_raw.read_text())))
         _write(grid, args, argv)
         return 0
     start = time.perf_counter()
