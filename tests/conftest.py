@@ -74,7 +74,11 @@ def _rank(group: str) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    if not config.pluginmanager.hasplugin("xdist") or config.getoption("dist", "no") != "loadgroup":
+    # the controller sees --dist; a worker sees dist "no" and xdist's own loadgroup flag instead
+    loadgroup = config.getoption("dist", "no") == "loadgroup" or getattr(
+        config.option, "loadgroup", False
+    )
+    if not config.pluginmanager.hasplugin("xdist") or not loadgroup:
         return
     groups = {}
     for item in items:
@@ -88,3 +92,20 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # first appearance of each group, to keep the rest in collection order
         order.setdefault(groups[item.nodeid], len(order))
     items.sort(key=lambda it: (_rank(groups[it.nodeid]), order[groups[it.nodeid]]))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    # xdist's workers name a test's group by a suffix on its node id ("...@group"). pytest 9.2
+    # stores node ids where xdist 3.8 cannot add it, and then every nbval cell is scheduled on its
+    # own, away from the kernel its notebook's first cell started (every later cell fails with a
+    # NameError). Stop at once, saying why, rather than fail every notebook.
+    if node.config.getoption("dist", "no") != "loadgroup":
+        return
+    untagged = [i for i in ids if ".ipynb::" in i and "@" not in i]
+    if untagged:
+        pytest.exit(
+            f"pytest-xdist did not tag {untagged[0]!r} with its group: this pytest and"
+            " pytest-xdist pair cannot run --dist loadgroup (use requirements-dev.txt's pins)",
+            returncode=4,
+        )
