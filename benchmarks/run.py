@@ -158,10 +158,10 @@ def bench_lesson(path: Path) -> dict:
 
 
 def run_lessons(args) -> dict:
-    from helpers.course import LESSONS
+    from helpers.course import NOTEBOOKS  # every lesson and its "Going further" companion
 
     out = []
-    for lesson in LESSONS:
+    for lesson in NOTEBOOKS:
         path = ROOT / "notebooks" / lesson.notebook
         wanted = args.lessons is None or any(k in lesson.notebook for k in args.lessons.split(","))
         if path.exists() and wanted:
@@ -213,7 +213,7 @@ def render_lessons(data: dict) -> list[str]:
             if c["cpu_s"] >= CELL_CPU_SECONDS:
                 first = c["first_line"].replace("|", "\\|")
                 lines.append(
-                    f"| {r['lesson'][:2]} | {c['index']} | `{first}` | {c['wall_s']:.1f} s "
+                    f"| {r['lesson'].split('_')[0]} | {c['index']} | `{first}` | {c['wall_s']:.1f} s "
                     f"| {c['cpu_s']:.1f} s | {c['peak_mb']:.0f} MB |"
                 )
     return lines

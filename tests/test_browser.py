@@ -2,8 +2,8 @@
 
 nbval proves the kernel side; this proves the page. One JupyterLab server (loopback, free port,
 random token, the repository root as root dir) and one Chromium for the whole module; both are
-stopped at the end whatever happened. For each lesson notebook of ``helpers.course.LESSONS`` that
-exists, in JupyterLab:
+stopped at the end whatever happened. For each notebook of ``helpers.course.NOTEBOOKS`` (every
+lesson and its "Going further" companion) that exists, in JupyterLab:
 
 1. open it, clear the stored outputs (Edit > Clear Outputs of All Cells), Run > Run All Cells,
    wait until the kernel is idle;
@@ -64,7 +64,7 @@ from pathlib import Path
 import pytest
 from _outputs import compare_notebook, load_float_margins  # tests/ is on sys.path
 
-from helpers.course import LESSONS
+from helpers.course import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
@@ -637,7 +637,7 @@ def run_in_lab(
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("lesson", LESSONS, ids=[f"lesson{l.number}" for l in LESSONS])
+@pytest.mark.parametrize("lesson", NOTEBOOKS, ids=[f"lesson{l.key}" for l in NOTEBOOKS])
 def test_lesson_in_jupyterlab(lesson, lab, page):
     notebook = ROOT / "notebooks" / lesson.notebook
     if not notebook.exists():

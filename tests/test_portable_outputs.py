@@ -29,10 +29,15 @@ import pytest
 import torch
 from _outputs import compare_notebook, load_float_margins  # tests/ is on sys.path
 
-from helpers.course import LESSONS
+from helpers.course import NOTEBOOKS as PARTS
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+#: every notebook of the course in course order (helpers.course.NOTEBOOKS: each lesson, then its
+#: companion), then any numbered notebook on disk it does not list yet
+NOTEBOOKS = [ROOT / "notebooks" / p.notebook for p in PARTS]
+NOTEBOOKS = [p for p in NOTEBOOKS if p.exists()] + sorted(
+    set((ROOT / "notebooks").glob("[0-9]*.ipynb")) - set(NOTEBOOKS)
+)
 CHROMIUM = Path("/usr/bin/chromium")
 
 float_margins = load_float_margins()
@@ -44,8 +49,8 @@ def browser_run_checks(session, notebook: Path) -> bool:
     tests and can run (Chromium and playwright are here)."""
     if not CHROMIUM.exists() or importlib.util.find_spec("playwright") is None:
         return False
-    numbers = [l.number for l in LESSONS if l.notebook == notebook.name]
-    wanted = {f"tests/test_browser.py::test_lesson_in_jupyterlab[lesson{n}]" for n in numbers}
+    keys = [p.key for p in PARTS if p.notebook == notebook.name]
+    wanted = {f"tests/test_browser.py::test_lesson_in_jupyterlab[lesson{k}]" for k in keys}
     return any(item.nodeid.split("@")[0] in wanted for item in session.items)
 
 
