@@ -88,6 +88,17 @@ def test_C7_1_run_stack_names_a_block_that_changes_the_shape():
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("d_model,n_heads", [(512, 8), (64, 4), (768, 12)])
+def test_C7_2_feedforward_holds_two_thirds_of_a_block(d_model, n_heads):
+    block = TransformerBlock(d_model, n_heads)
+    frac = count_parameters(block.feedforward) / count_parameters(block)
+    assert 0.65 < frac < 2 / 3
+    if d_model == 512:
+        assert count_parameters(block) == 3_152_384
+        assert count_parameters(block.feedforward) == 2_099_712
+        assert count_parameters(block.attention) == 1_050_624
+
+
 def test_C7_2_every_block_owns_distinct_tensors():
     stack = make_stack(6, 32, 4)
     assert shared_tensors(stack) == []
