@@ -1,6 +1,7 @@
 """Lesson 8: embeddings, the output projection and weight tying (C8.1-C8.5), the parameter
 formulas, the training helper, the explorer and the exercise checks."""
 
+import json
 import math
 import sys
 from dataclasses import asdict
@@ -343,103 +344,97 @@ def _failure(check, fn) -> str:
     return str(info.value)
 
 
-def test_check_embed_one_hot_accepts_right_answers(capsys):
-    checks.check_embed_one_hot(
-        lambda ids, W: F.one_hot(ids, num_classes=W.shape[0]).to(W.dtype) @ W
-    )
-    checks.check_embed_one_hot(  # another way of writing the product
-        lambda ids, W: torch.einsum("nv,vd->nd", F.one_hot(ids, W.shape[0]).to(W.dtype), W)
-    )
-    assert "✓" in capsys.readouterr().out
+# exercise 1 (C8.1, C8.3): which rows of W_E learn from a batch --------------------------------
 
 
-def _product(ids, W):
-    return F.one_hot(ids, num_classes=W.shape[0]).to(W.dtype) @ W  # [n, d]
+def _rows_right(tokens, vocab_size, tied):
+    if tied:
+        return list(range(vocab_size))
+    return sorted(set(tokens[:, :-1].flatten().tolist()))
+
+
+def _rows_unique(tokens, vocab_size, tied):  # the same, as a tensor of ids
+    return torch.arange(vocab_size) if tied else torch.unique(tokens[:, :-1])
+
+
+def _rows_by_backward(tokens, vocab_size, tied):
+    """Verify rather than predict: one backward pass through a plain embedding + output layer."""
+    torch.manual_seed(5)
+    emb = nn.Embedding(vocab_size, 4)
+    out = emb.weight if tied else nn.Parameter(torch.randn(vocab_size, 4))
+    logits = torch.tanh(emb(tokens[:, :-1])) @ out.T
+    F.cross_entropy(logits.reshape(-1, vocab_size), tokens[:, 1:].reshape(-1)).backward()
+    return [i for i in range(vocab_size) if emb.weight.grad[i].abs().sum() > 0]
+
+
+def test_check_rows_that_learn_accepts_right_answers(capsys):
+    for answer in (_rows_right, _rows_unique, _rows_by_backward):
+        checks.check_rows_that_learn(answer)
+    assert capsys.readouterr().out.count("✓") == 3
 
 
 @pytest.mark.parametrize(
-    ("answer", "named"),
+    ("answer", "expected"),
     [
-        (lambda ids, W: W[ids], "W_E[ids]"),
-        (lambda ids, W: W.index_select(0, ids), "index_select"),
-        (lambda ids, W: torch.ops.aten.index_select(W, 0, ids), "index_select"),
-        (lambda ids, W: torch.ops.aten.index.Tensor(W, [ids]), "aten.index"),
-        (lambda ids, W: F.embedding(ids, W), "F.embedding"),
-        (lambda ids, W: nn.Embedding.from_pretrained(W)(ids), "nn.Embedding"),
-        (lambda ids, W: torch.stack([W[i] for i in ids]), "W_E[ids]"),
-        (lambda ids, W: torch.stack([row for row in W])[ids], "loop over a tensor's rows"),
-        (lambda ids, W: W.T[:, ids].T, "W_E[ids]"),
-        (lambda ids, W: torch.from_numpy(W.detach().numpy()[ids.numpy()]), ".numpy()"),
-        (lambda ids, W: torch.tensor([W.tolist()[i] for i in ids.tolist()]), ".tolist()"),
-        (lambda ids, W: torch.gather(W, 0, ids[:, None].expand(-1, W.shape[1])), "gather"),
-        (lambda ids, W: torch.take_along_dim(W, ids.unsqueeze(1), dim=0), "take_along_dim"),
-        (lambda ids, W: torch.cat([W.narrow(0, i, 1) for i in ids.tolist()]), "narrow"),
-        # indexing ids is indexing too: the grader sees names, not which tensor (ids.unsqueeze(1))
+        (None, "is None"),
+        (_raises_not_implemented, "not implemented yet"),
+        (_raises_key_error, "raised KeyError"),
+        (lambda t, V, tied: None, "returned None"),
+        (lambda t, V, tied: 3, "should return a list"),
+        (lambda t, V, tied: "0, 1", "should return a list"),
+        (lambda t, V, tied: [0.0, 1.0], "should be a row number"),
+        (lambda t, V, tied: torch.ones(V, dtype=torch.bool), "a mask"),
+        (lambda t, V, tied: torch.ones(V), "whole numbers"),
+        (lambda t, V, tied: [V + 3], "outside"),
+        (  # every token of the batch, targets too
+            lambda t, V, tied: list(range(V)) if tied else sorted(set(t.flatten().tolist())),
+            "only as the last token of a row",
+        ),
+        (lambda t, V, tied: list(range(V)), "untied, the exit has its own matrix"),
+        (lambda t, V, tied: sorted(set(t[:, :-1].flatten().tolist())), "tied, W_E is also"),
+        (lambda t, V, tied: sorted(set(t.flatten().tolist())), "only as the last token"),
         (
-            lambda ids, W: (ids[:, None] == torch.arange(W.shape[0])).to(W.dtype) @ W,
-            "ids[:, None]",
+            lambda t, V, tied: list(range(V)) if tied else sorted(set(t[:, 1:].flatten().tolist())),
+            "row(s) that get no gradient",
         ),
-        (lambda ids, W: torch.eye(W.shape[0])[ids] @ W, "x[...]"),
     ],
 )
-def test_check_embed_one_hot_refuses_indexing(answer, named):
-    """Issue 14 point 11: the task says "without indexing"; the check sees it and says so."""
-    message = _failure(checks.check_embed_one_hot, answer)
-    assert "your answer indexes" in message and named in message
-    assert "\n" not in message
+def test_check_rows_that_learn_names_the_problem(answer, expected):
+    message = _failure(checks.check_rows_that_learn, answer)
+    assert expected in message and "\n" not in message
 
 
-def test_C8_1_grader_forbids_what_the_check_refuses():
-    """Issue 15: the names TorchFunctionMode reports for each way of indexing the table (measured
-    here) are forbidden by the grader's spec for l8_ex1, the very names the visible check refuses;
-    the names of the one-hot product (and of other products) are not."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from grading.spec import spec_for
+def test_C8_1_a_lookup_s_gradient_reaches_only_the_rows_it_read():
+    """What exercise 1 rests on, measured on the course's model: untied, the input tokens' rows;
+    tied, every row (the exit's softmax reaches them all)."""
+    tokens = torch.tensor([[3, 1, 4, 1, 7], [9, 2, 6, 5, 11]])
+    for tie, want in ((False, [1, 2, 3, 4, 5, 6, 9]), (True, list(range(12)))):
+        assert checks._rows_with_gradient(tokens, 12, tie, seed=0) == want
 
-    forbid = set(spec_for("l8_ex1").forbid)
-    assert {n.split(".")[0] for n in forbid} == set(checks.FORBIDDEN)
-    for name in (n for n in checks.FORBIDDEN if not n.startswith("__")):  # aten: name.overload
-        packet = getattr(torch.ops.aten, name, None)
-        for overload in packet.overloads() if packet is not None else ():
-            if overload not in ("str", "t", "out", "Tensor_out") and not overload.startswith(
-                "list"
-            ):
-                assert f"{name}.{overload}" in forbid, (name, overload)
-    W, ids = torch.randn(6, 3), torch.tensor([2, 0, 5])
 
-    def names(fn):
-        calls = checks.CallNames()
-        with calls:
-            out = fn()
-        torch.testing.assert_close(out.to(W.dtype), W[ids])
-        return set(calls.names)
+# exercise 3 (C8.6): two tokens at one position -------------------------------------------------
 
-    indexing = {
-        "W_E[ids]": lambda: W[ids],
-        "index_select": lambda: W.index_select(0, ids),
-        "F.embedding": lambda: F.embedding(ids, W),
-        "gather": lambda: W.gather(0, ids.unsqueeze(1).expand(-1, 3)),
-        "a loop": lambda: torch.stack(
-            [row for i in ids.tolist() for j, row in enumerate(W) if j == i]
-        ),
-    }
-    measured = {label: names(fn) for label, fn in indexing.items()}
-    measured["aten"] = names(lambda: torch.ops.aten.index_select.default(W, 0, ids))
-    assert measured["aten"] == {"index_select.default"}
-    assert measured["W_E[ids]"] == {"__getitem__"}
-    assert measured["index_select"] == {"index_select"}
-    assert measured["F.embedding"] == {"embedding"}
-    assert "gather" in measured["gather"] and "unbind" in measured["a loop"]
-    for label, found in measured.items():
-        assert found & forbid, label
-    products = [
-        lambda: F.one_hot(ids, num_classes=W.shape[0]).to(W.dtype) @ W,
-        lambda: torch.mm(F.one_hot(ids, len(W)).float(), W),
-        lambda: torch.einsum("nv,vd->nd", F.one_hot(ids, W.size(0)).to(W), W),
-        lambda: (W.T @ F.one_hot(ids.unsqueeze(1), 6).squeeze(1).T.to(W.dtype)).T,
-    ]
-    for fn in products:
-        assert not names(fn) & forbid
+
+def _cos_right(ratio):
+    return 1 / (1 + ratio**2)
+
+
+def _cos_from_vectors(ratio):
+    """Another honest way: build three orthogonal vectors exactly and measure."""
+    e = torch.eye(3, dtype=torch.float64)
+    t1, t2, p = ratio * e[0], ratio * e[1], e[2]
+    return float(F.cosine_similarity(t1 + p, t2 + p, dim=0))
+
+
+def _cos_tensor(ratio):  # a 0-d tensor counts as a number
+    r = torch.as_tensor(ratio, dtype=torch.float64)
+    return torch.reciprocal(1 + r * r)
+
+
+def test_check_predicted_cosine_accepts_right_answers(capsys):
+    for answer in (_cos_right, _cos_from_vectors, _cos_tensor):
+        checks.check_predicted_cosine(answer)
+    assert capsys.readouterr().out.count("✓") == 3
 
 
 @pytest.mark.parametrize(
@@ -447,132 +442,47 @@ def test_C8_1_grader_forbids_what_the_check_refuses():
     [
         (None, "is None"),
         (_raises_not_implemented, "not implemented yet"),
-        (_raises_key_error, "raised KeyError"),
-        (lambda ids, W: None, "did you forget to `return`"),
-        (lambda ids, W: _product(ids, W).T, "has shape"),
-        (lambda ids, W: _product(ids, W).long(), "dtype"),
-        (lambda ids, W: _product(ids, W) * float("nan"), "NaN"),
-        (lambda ids, W: _product(ids, W) + 0.5, "off by up to 0.5"),
-        (lambda ids, W: F.one_hot(ids).float() @ W, "num_classes"),  # too few columns
-        (lambda ids, W: F.one_hot(ids, num_classes=W.shape[0]) @ W, "W_E's dtype"),  # long
-        (lambda ids, W: F.one_hot(ids, num_classes=W.shape[0]).float(), "one-hot matrix itself"),
-        (lambda ids, W: _product(ids, W)[:0], "your answer indexes"),  # any [...] is refused
+        (lambda r: None, "is None"),
+        (lambda r: float("nan"), "not a finite number"),
+        (lambda r: torch.ones(2), "should be a number"),
+        (lambda r: 1 / (1 + r), "their squared norms that add"),
+        (lambda r: (1 + r * r) ** -0.5, "the cosine between t + p and p itself"),
+        (lambda r: r * r / (1 + r * r), "at ratio 0 the tokens add nothing"),
+        (lambda r: 1 / (1 + 2 * r * r), "lower than the cosine measured"),
+        (lambda r: 1 / (1 + 0.5 * r * r), "higher than the cosine measured"),
+        (lambda r: 1 + r, "between -1 and 1"),
     ],
 )
-def test_check_embed_one_hot_names_the_problem(answer, expected):
-    assert expected in _failure(checks.check_embed_one_hot, answer)
+def test_check_predicted_cosine_names_the_problem(answer, expected):
+    message = _failure(checks.check_predicted_cosine, answer)
+    assert expected in message and "\n" not in message
 
 
-def test_check_parameters_saved_accepts_right_answer(capsys):
-    checks.check_parameters_saved(lambda v, d: v * d)
-    checks.check_parameters_saved(lambda v, d: float(v * d))  # a whole float is fine
-    assert "✓" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("answer", "expected"),
-    [
-        (None, "is None"),
-        (_raises_not_implemented, "not implemented yet"),
-        (_raises_key_error, "raised KeyError"),
-        (lambda v, d: None, "is None"),
-        (lambda v, d: "38400000", "should be a number"),
-        (lambda v, d: float("nan"), "not a finite number"),
-        (lambda v, d: v * d + 0.5, "whole number"),
-        (lambda v, d: 2 * v * d, "twice the saving"),
-        (lambda v, d: v * d + v, "no bias"),
-        (lambda v, d: v + d, "adds the two sizes"),
-        (lambda v, d: 38_400_000, "not what an untied and a tied model"),
-        (lambda v, d: torch.tensor([v * d, 1]), "should be a number"),
-    ],
-)
-def test_check_parameters_saved_names_the_problem(answer, expected):
-    assert expected in _failure(checks.check_parameters_saved, answer)
-
-
-def _names_right(model):
-    ptr = model.token_embedding.weight.data_ptr()
-    return [k for k, v in model.state_dict().items() if v.data_ptr() == ptr]
-
-
-def _names_from_parameters(model):
-    ptr = model.token_embedding.weight.data_ptr()
-    return [k for k, v in model.named_parameters() if v.data_ptr() == ptr]
-
-
-def _names_by_value(model):
-    w = model.token_embedding.weight
-    return [k for k, v in model.state_dict().items() if v.shape == w.shape and torch.equal(v, w)]
-
-
-def _names_by_object(model):
-    w = model.token_embedding.weight
-    return [k for k, v in model.named_parameters(remove_duplicate=False) if v is w]
-
-
-def test_check_shared_names_accepts_right_answer(capsys):
-    checks.check_shared_names(_names_right)
-    checks.check_shared_names(lambda m: tuple(_names_right(m)))
-    assert "✓" in capsys.readouterr().out
-
-
-@pytest.mark.parametrize(
-    ("answer", "expected"),
-    [
-        (None, "is None"),
-        (_raises_not_implemented, "not implemented yet"),
-        (_raises_key_error, "raised KeyError"),
-        (lambda m: None, "returned None"),
-        (lambda m: "token_embedding.weight", "list of names"),
-        (lambda m: torch.zeros(2), "list of names"),
-        (_names_from_parameters, "state_dict() lists it under every module"),
-        (_names_by_value, "equal values are not shared storage"),
-        (_names_by_object, "compare data_ptr(), not the objects"),
-        (lambda m: ["token_embedding.weight", "lm_head.weight"], "an untied model"),
-    ],
-)
-def test_check_shared_names_names_the_problem(answer, expected):
-    assert expected in _failure(checks.check_shared_names, answer)
-
-
-def test_check_shared_names_follows_storage_not_parameter_objects(capsys):
-    """Two Parameter objects over one storage are both named (the task compares data_ptr): the
-    check accepts data_ptr, refuses object identity, and leaves the models' values alone."""
-    model = _model(False)
-    model.lm_head.weight = nn.Parameter(model.token_embedding.weight.data)
-    assert sorted(_names_right(model)) == ["lm_head.weight", "token_embedding.weight"]
-    assert _names_by_object(model) == ["token_embedding.weight"]
-    seen = []
-
-    def spy(m):
-        seen.append((m, m.token_embedding.weight.detach().clone()))
-        return _names_right(m)
-
-    checks.check_shared_names(spy)
-    assert "✓" in capsys.readouterr().out and len(seen) == 4
-    for m, values in seen:
-        assert torch.equal(m.token_embedding.weight, values)
-    assert "compare data_ptr()" in _failure(checks.check_shared_names, _names_by_object)
+def test_C8_6_the_measured_cosine_is_the_large_d_limit():
+    """The check's measurement (random vectors in 16,384 dimensions) is within 0.002 of
+    1 / (1 + ratio^2), well inside the 0.005 the exercise allows."""
+    for ratio in checks.COSINE_RATIOS:
+        assert abs(checks._measured_cosine(ratio) - 1 / (1 + ratio**2)) < 0.002, ratio
 
 
 def test_verdicts_never_show_the_expected_value():
-    """Issue 15: a wrong answer is told what is wrong, never the right number or names."""
-    saved = _failure(checks.check_parameters_saved, lambda v, d: v * d + 7)
-    assert f"{50_000 * 768:,}" not in saved and str(50_000 * 768) not in saved
-    names = _failure(checks.check_shared_names, lambda m: ["lm_head.weight"])
-    assert "token_embedding.weight" not in names
-    lookup = _failure(checks.check_embed_one_hot, lambda ids, W: _product(ids, W) + 0.25)
-    assert "expected" not in lookup and "got" not in lookup
+    """Issue 15: a wrong answer is told what is wrong, never the right number or rows."""
+    rows = _failure(
+        checks.check_rows_that_learn,
+        lambda t, V, tied: list(range(V)) if tied else sorted(set(t[:, 1:].flatten().tolist())),
+    )
+    assert "[1, 2, 3" not in rows and "expected" not in rows
+    cosine = _failure(checks.check_predicted_cosine, lambda r: 1 / (1 + r * r) + 0.02 * r)
+    assert "0.8" not in cosine and "expected" not in cosine
 
 
 def test_checks_never_leak_a_traceback_from_inside():
     """Whatever the student's function does, the check raises ExerciseFailed, nothing else."""
-    weird = [lambda *a: object(), lambda *a: [1, 2], lambda *a: 1 / 0]
+    weird = [lambda *a: object(), lambda *a: [1, 2, "x"], lambda *a: 1 / 0, lambda *a: {1: 2}]
     for check in (
-        checks.check_embed_one_hot,
-        checks.check_parameters_saved,
+        checks.check_rows_that_learn,
         checks.check_tie_math_layout,
-        checks.check_shared_names,
+        checks.check_predicted_cosine,
     ):
         for fn in weird:
             with pytest.raises(ExerciseFailed):
@@ -675,10 +585,9 @@ def test_tying_checks_leave_the_global_random_state_alone():
     torch.manual_seed(123)
     want = torch.rand(3)
     torch.manual_seed(123)
-    checks.check_embed_one_hot(_product)
-    checks.check_parameters_saved(lambda v, d: v * d)
+    checks.check_rows_that_learn(_rows_right)
     checks.check_tie_math_layout(_math_right)
-    checks.check_shared_names(_names_right)
+    checks.check_predicted_cosine(_cos_right)
     torch.testing.assert_close(torch.rand(3), want)
 
 
@@ -817,7 +726,7 @@ def test_train_char_model_builds_in_float64_and_is_reproducible():
     assert old.initial_val_loss != a.initial_val_loss  # the options reach the model
 
 
-# --- exercise 3: tying in the formula's layout (transfer) -----------------------------------------
+# --- exercise 2: tying in the formula's layout (transfer) -----------------------------------------
 
 
 class _TiedUnembed(nn.Module):
@@ -943,3 +852,192 @@ def test_eval_every_records_the_curve_without_changing_the_run():
         curve.val_loss_at(3)
     with pytest.raises(ValueError, match="eval_every"):
         train_char_model(eval_every=0, **kwargs)
+
+
+# --- hidden tests through the grader: honest answers written differently get full marks ----------
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK = ROOT / "notebooks" / "08_embeddings_and_weight_tying.ipynb"
+
+
+def _notebook_cell(grade_id):
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id:
+            return "".join(cell["source"])
+    raise AssertionError(f"no cell {grade_id}")
+
+
+def _namespace(**answers):
+    return {"torch": torch, "nn": nn, "F": F, "MathLayoutLM": MathLayoutLM,
+            "count_parameters": count_parameters, **answers}  # fmt: skip
+
+
+def _hidden_records(grade_id, namespace, tmp_path, monkeypatch):
+    """Run the hidden block of a check cell with ``namespace`` and return what it recorded."""
+    source = _notebook_cell(f"{grade_id}_check")
+    hidden = source.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+    log = tmp_path / f"{grade_id}-{len(list(tmp_path.iterdir()))}.jsonl"  # one log per run
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    import helpers.grading
+
+    monkeypatch.setattr(helpers.grading, "_cases", {})
+    exec(compile(hidden, grade_id, "exec"), _namespace(**namespace))
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def _solution(grade_id):
+    namespace = _namespace()
+    exec(_notebook_cell(grade_id), namespace)
+    return namespace
+
+
+def _judged(grade_id, name, answer, tmp_path, monkeypatch):
+    """The grader's verdict (tools/grading) on ``answer`` against the solution's records."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from grading.verdicts import judge
+
+    def by_case(entries):
+        return {e["case"]: [e] for e in entries}
+
+    reference = _hidden_records(grade_id, _solution(grade_id), tmp_path, monkeypatch)
+    student = _hidden_records(grade_id, {name: answer}, tmp_path, monkeypatch)
+    assert len(reference) >= 2 and all("value" in r for r in reference), reference
+    return judge(grade_id, by_case(reference), by_case(student))
+
+
+def _math_module_swap(model):
+    """Another honest way: a new output module holding the model itself, no parameter of its own."""
+
+    class Out(nn.Module):
+        def forward(self, h):
+            return torch.matmul(h, model.embed.weight.transpose(0, 1))
+
+    model.unembed = Out()
+    return model
+
+
+@pytest.mark.slow  # several seconds on a shared machine
+def test_grader_verdicts_on_lesson8_answers(tmp_path, monkeypatch):
+    """Three honest answers per exercise score full marks through the grader's verdicts; the
+    wrong ideas the checks name score 0."""
+
+    def judged(grade_id, name, answer):
+        return _judged(grade_id, name, answer, tmp_path, monkeypatch)
+
+    for honest in (_rows_right, _rows_unique, _rows_by_backward):
+        assert judged("l8_ex1", "rows_that_learn", honest).correct, honest.__name__
+    for wrong in (
+        lambda t, V, tied: list(range(V)) if tied else sorted(set(t.flatten().tolist())),
+        lambda t, V, tied: sorted(set(t[:, :-1].flatten().tolist())),
+    ):
+        assert not judged("l8_ex1", "rows_that_learn", wrong).correct
+    for honest in (_math_right, _math_right_patched, _math_module_swap):
+        assert judged("l8_ex2", "tie_math_layout", honest).correct, honest.__name__
+    for wrong in (_math_copy, _math_frozen_copy, _math_detached):
+        assert not judged("l8_ex2", "tie_math_layout", wrong).correct, wrong.__name__
+    for honest in (_cos_right, _cos_from_vectors, _cos_tensor):
+        assert judged("l8_ex3", "predicted_cosine", honest).correct, honest.__name__
+    for wrong in (lambda r: 1 / (1 + r), lambda r: (1 + r * r) ** -0.5):
+        assert not judged("l8_ex3", "predicted_cosine", wrong).correct
+
+
+def test_hidden_cases_differ_from_the_visible_ones(tmp_path, monkeypatch):
+    rows = _hidden_records("l8_ex1", _solution("l8_ex1"), tmp_path, monkeypatch)
+    assert len(rows) == 6 and all(isinstance(r["value"], list) for r in rows)
+    cosines = _hidden_records("l8_ex3", _solution("l8_ex3"), tmp_path, monkeypatch)
+    ratios = {0.2, 0.8, 2.0, 5.0}
+    assert not ratios & set(checks.COSINE_RATIOS)
+    assert [round(r["value"], 6) for r in cosines] == [
+        round(1 / (1 + x * x), 6) for x in sorted(ratios)
+    ]
+
+
+def test_lesson8_grading_specs():
+    sys.path.insert(0, str(ROOT / "tools"))
+    from grading.spec import spec_for
+
+    assert spec_for("l8_ex1").forbid == () and spec_for("l8_ex2").forbid == ()
+    spec = spec_for("l8_ex3")  # the visible check's tolerance, in the grade too
+    assert (spec.rtol, spec.atol) == (0.0, checks.COSINE_TOLERANCE)
+
+
+# --- C8.5, C8.6: the shipped runs (tools/tying_runs.py -> helpers/data/tying_runs.json) -----------
+
+
+def test_C8_5_shipped_runs_hold_every_arm_seed_and_checkpoint_of_their_settings():
+    from helpers.tying_runs import ARMS, SETTINGS, load_tying_runs
+
+    runs = load_tying_runs()  # checked against the schemas on the way in
+    assert runs.tool == "tools/tying_runs.py" and runs.settings == SETTINGS
+    every = runs.settings["eval_every"]
+    counts = {"tied": 60_960, "untied": 63_744, "tied_aa": 60_960}
+    for comparison, arms in ARMS.items():
+        assert set(runs.results[comparison]) == set(arms)
+        last = runs.settings["steps"][comparison]
+        for arm in arms:
+            per_seed = runs.results[comparison][arm]
+            assert sorted(per_seed, key=int) == [str(s) for s in SETTINGS["seeds"]]
+            for run in per_seed.values():
+                assert run["val_steps"] == list(range(0, last + 1, every))
+                assert all(math.isfinite(x) for x in run["val_losses"])
+                assert run["val_losses"][-1] < run["val_losses"][0]  # every run learned
+                if comparison == "tying":
+                    assert run["n_parameters"] == counts[arm]
+
+
+def test_C8_5_the_tool_refuses_bad_arms_and_seeds():
+    from helpers.tying_runs import run_arm
+
+    with pytest.raises(ValueError, match="comparison"):
+        run_arm("depth", "tied", 0, 1)
+    with pytest.raises(ValueError, match="arm"):
+        run_arm("tying", "default", 0, 1)
+    with pytest.raises(ValueError, match="seed"):
+        run_arm("tying", "tied", -1, 1)
+
+
+@pytest.mark.slow  # about ten seconds of training
+def test_C8_5_C8_6_a_reduced_rerun_of_the_tool_agrees_with_the_shipped_runs(tmp_path):
+    """tools/tying_runs.py rerun at reduced size (seed 0, 50 and 25 steps, the same settings
+    otherwise) gives, at each checkpoint, values inside the shipped seeds' spread, and (same
+    code, same seed, float64 on one thread) the shipped seed 0's values to 1e-9."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import tying_runs as tool
+
+    from helpers.shipped import agrees_within_spread
+    from helpers.tying_runs import load_tying_runs
+
+    args = ["--seeds", "0", "--tying-steps", "50", "--scale-steps", "25", "--out", str(tmp_path)]
+    assert tool.main(args) == 0
+    fresh, shipped = load_tying_runs(folder=tmp_path), load_tying_runs()
+    assert fresh.settings["steps"] == {"tying": 50, "scale": 25}
+    for comparison, arms in fresh.results.items():
+        for arm, per_seed in arms.items():
+            steps, values = per_seed["0"]["val_steps"], per_seed["0"]["val_losses"]
+            for k, value in zip(steps, values, strict=True):
+                at = shipped.results[comparison][arm]["0"]["val_steps"].index(k)
+                over_seeds = [
+                    run["val_losses"][at] for run in shipped.results[comparison][arm].values()
+                ]
+                ok, sentence = agrees_within_spread(value, over_seeds)
+                assert ok, (comparison, arm, k, sentence)
+                assert abs(value - over_seeds[0]) < 1e-9, (comparison, arm, k)
+
+
+def test_C8_5_the_live_run_is_the_shipped_runs_first_steps():
+    """compare_tying (the lesson's live run) and the tool's run_arm are the same runs."""
+    from helpers.tying_runs import run_arm
+
+    live = compare_tying(seed=1, steps=3, dtype=torch.float64, eval_every=3)
+    for arm in ("tied", "untied"):
+        tool = run_arm("tying", arm, 1, 3, {**_settings(), "eval_every": 3})
+        assert (
+            tool.val_losses == live[arm].val_losses and tool.train_losses == live[arm].train_losses
+        )
+
+
+def _settings():
+    from helpers.tying_runs import SETTINGS
+
+    return dict(SETTINGS)

@@ -6,34 +6,36 @@ the visible check cells; grades come from hidden tests judged outside the studen
 check holds a reference answer or a table of expected values: each compares the answer with a
 measurement or an inline relation it must satisfy, and no verdict shows an expected value.
 
-* :func:`check_embed_one_hot` (C8.1): an embedding lookup without indexing.
-* :func:`check_parameters_saved` (C8.4): the number of parameters tying saves.
+* :func:`check_rows_that_learn` (C8.1, C8.3, predict then verify): which rows of the embedding a
+  batch's loss sends a gradient to, tied and untied.
 * :func:`check_tie_math_layout` (C8.3, transfer): tie a model whose output projection is kept in
   the formula's layout [d_model, vocab_size] (:class:`MathLayoutLM`), where lesson 8's one-liner
   does not fit.
-* :func:`check_shared_names` (C8.3): which ``state_dict`` entries hold the embedding's storage.
+* :func:`check_predicted_cosine` (C8.6, predict then verify): the cosine of two different tokens
+  at one position, from the ratio of their norms.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..grading import CallNames
 from ..model import TransformerLM
 from ..params import count_parameters
+from ..reproducible import default_dtype
 from ._core import as_number, as_tensor, call, call_described, fail, passed
 
 __all__ = [
-    "check_embed_one_hot",
-    "check_parameters_saved",
+    "check_rows_that_learn",
     "check_tie_math_layout",
-    "check_shared_names",
+    "check_predicted_cosine",
     "MathLayoutLM",
     "Unembed",
-    "FORBIDDEN",
+    "COSINE_RATIOS",
+    "COSINE_TOLERANCE",
 ]
 
 
@@ -65,140 +67,119 @@ def _differs(ex: str, got: torch.Tensor, want: torch.Tensor, name: str, atol: fl
     fail(ex, f"{name} is not right: it is off by up to {float(diff.max()):.3g} (at index {where}).")
 
 
-# --- exercise 1 (C8.1) ---------------------------------------------------------------------------
+# --- exercise 1 (C8.1, C8.3): which rows of W_E learn from a batch ------------------------------
 
 
-#: The torch operations this exercise forbids, as ``TorchFunctionMode`` names them, with the way a
-#: student writes them. Each reads entries of a tensor by position (or leaves torch to do so):
-#: ``W_E[ids]`` and every other ``x[...]``, ``F.embedding``, a loop over the rows (``unbind``) ...
-#: The grader refuses the same names (tools/grading/spec.py, ``l8_ex1``, with the ``name.overload``
-#: forms of ``torch.ops.aten``) whatever tensor they are applied to, so this check refuses them on
-#: any tensor too: what passes here is graded the same.
-FORBIDDEN = {
-    "__getitem__": "x[...] (W_E[ids], and any other indexing, e.g. ids[:, None])",
-    "index": "torch.ops.aten.index",
-    "_unsafe_index": "torch.ops.aten._unsafe_index",
-    "index_select": "index_select",
-    "embedding": "F.embedding / nn.Embedding",
-    "embedding_bag": "F.embedding_bag",
-    "_embedding_bag": "F.embedding_bag",
-    "gather": "gather",
-    "take": "take",
-    "take_along_dim": "take_along_dim",
-    "select": "select",
-    "slice": "torch.ops.aten.slice",
-    "narrow": "narrow",
-    "unbind": "unbind (or a loop over a tensor's rows)",
-    "split": "split",
-    "split_with_sizes": "split_with_sizes",
-    "unsafe_split": "unsafe_split",
-    "chunk": "chunk",
-    "tensor_split": "tensor_split",
-    "vsplit": "vsplit",
-    "hsplit": "hsplit",
-    "masked_select": "masked_select",
-    "as_strided": "as_strided",
-    "unfold": "unfold",
-    "numpy": ".numpy() (indexing outside torch)",
-    "__array__": "numpy.asarray (indexing outside torch)",
-    "tolist": ".tolist() (indexing outside torch)",
-    "untyped_storage": "the raw storage",
-}
-
-
-def check_embed_one_hot(embed_one_hot) -> None:
-    """Exercise 1 (C8.1): ``embed_one_hot(ids, W_E)`` returns the embeddings of ``ids``,
-    [n, d_model], equal to the rows ``W_E[ids]``, computed **without indexing**: an answer that
-    calls one of :data:`FORBIDDEN` (on ``W_E`` or on any other tensor) is refused, here and by
-    the grader."""
-    ex = "Exercise 1 (embedding lookup as a one-hot product)"
-    g = torch.Generator().manual_seed(8)
-    vocab_size, d_model = 10, 4
-    W_E = torch.randn(vocab_size, d_model, generator=g)  # [V, d]
-    # ids that never use the last token: one_hot without num_classes then gives too few columns
-    for ids in (torch.tensor([3, 1, 4, 1, 5]), torch.tensor([0, 9, 2])):
-        hints = {
-            "cannot be multiplied": "F.one_hot(ids) makes only max(ids)+1 columns; pass "
-            "num_classes, the vocabulary size (the number of rows of W_E).",
-            "same dtype": "F.one_hot returns integers (torch.long); convert it to W_E's dtype "
-            "before the product.",
-        }
-        shown = f"{ids.tolist()}, W_E"
-        calls = CallNames()  # only the answer runs under it
-        with calls:
-            got = _call_with_hints(
-                ex, embed_one_hot, ids, W_E, name="embed_one_hot", hints=hints, shown=shown
-            )
-        used = dict.fromkeys(n.split(".")[0] for n in calls.order)  # aten's name.overload
-        indexing = [FORBIDDEN[n] for n in used if n in FORBIDDEN]
-        if indexing:
+def _row_numbers(ex: str, got, call_text: str) -> list[int]:
+    """The student's rows as a sorted list of distinct Python ints (a list, tuple, set, range,
+    1-D integer tensor or array); anything else is a verdict."""
+    if got is None:
+        fail(ex, f"{call_text} returned None: return the row numbers, e.g. [1, 3, 4].")
+    if isinstance(got, torch.Tensor | np.ndarray):
+        tensor = torch.as_tensor(got)
+        if tensor.dtype == torch.bool:
             fail(
                 ex,
-                f"your answer indexes ({'; '.join(indexing)}): this exercise gets the rows "
-                "without any indexing, as a product of a one-hot matrix (F.one_hot) with W_E.",
+                f"{call_text} returned a mask of {tensor.dtype}; return the row numbers "
+                "themselves (e.g. mask.nonzero().flatten().tolist()).",
             )
-        if isinstance(got, torch.Tensor) and tuple(got.shape) == (len(ids), vocab_size):
+        if tensor.is_floating_point() or tensor.dim() > 1:
             fail(
                 ex,
-                f"your answer has shape {list(got.shape)} = [n, vocab_size]: that is the one-hot "
-                f"matrix itself; multiply it by W_E to get [n, d_model] = {[len(ids), d_model]}.",
+                f"{call_text} returned a tensor of shape {list(tensor.shape)} and dtype "
+                f"{tensor.dtype}; return the row numbers as a list of whole numbers.",
             )
-        got = as_tensor(ex, got, shape=(len(ids), d_model), layout="[n, d_model]")
-        _differs(ex, got, W_E[ids], name=f"embed_one_hot({ids.tolist()}, W_E)", atol=1e-6)
+        got = tensor.tolist()
+    if isinstance(got, str | bytes | dict) or not isinstance(got, list | tuple | set | range):
+        fail(ex, f"{call_text} should return a list of row numbers, got a {type(got).__name__}.")
+    rows = []
+    for item in got:
+        if isinstance(item, torch.Tensor | np.generic) and getattr(item, "ndim", 0) == 0:
+            item = item.item()
+        if isinstance(item, bool) or not isinstance(item, int):
+            fail(ex, f"{call_text} holds {item!r}; each entry should be a row number (an int).")
+        rows.append(int(item))
+    return sorted(set(rows))
+
+
+def _rows_with_gradient(tokens: torch.Tensor, vocab_size: int, tied: bool, seed: int) -> list:
+    """The measurement: one backward pass of a TransformerLM's next-token loss on ``tokens``;
+    the rows of the embedding whose gradient is not zero."""
+    with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
+        torch.manual_seed(seed)
+        with default_dtype(torch.float64):
+            model = TransformerLM(
+                vocab_size, 8, 1, 2, max_len=16, positional="learned", tie_weights=tied
+            )
+    model.loss(tokens).backward()
+    grad = model.token_embedding.weight.grad  # [V, d]
+    return (grad.abs().amax(dim=1) > 0).nonzero().flatten().tolist()
+
+
+def check_rows_that_learn(rows_that_learn) -> None:
+    """Exercise 1 (C8.1, C8.3, predict then verify): ``rows_that_learn(tokens, vocab_size,
+    tied)`` returns the rows of the embedding W_E whose gradient of ``model.loss(tokens)`` is not
+    zero, for a ``TransformerLM`` of that vocabulary, tied or untied. Compared with a
+    measurement: such a model, built here, one backward pass, on batches where some tokens occur
+    only as the last token of a row (a target, never an input)."""
+    ex = "Exercise 1 (which rows of W_E learn from a batch)"
+    g = torch.Generator().manual_seed(18)
+    cases = [
+        (torch.tensor([[3, 1, 4, 1, 7], [9, 2, 6, 5, 11]]), 12),  # 7 and 11: targets only
+        (torch.tensor([[0, 0, 0]]), 6),  # one input token
+        (torch.randint(0, 30, (3, 6), generator=g), 30),
+    ]
+    for number, (tokens, vocab_size) in enumerate(cases):
+        inputs = set(tokens[:, :-1].flatten().tolist())
+        everywhere = set(tokens.flatten().tolist())
+        for tied in (False, True):
+            kind = "tied" if tied else "untied"
+            call_text = f"rows_that_learn(tokens, {vocab_size}, tied={tied})"
+            got = call(ex, rows_that_learn, tokens, vocab_size, tied, name="rows_that_learn")
+            got = _row_numbers(ex, got, call_text)
+            measured = _rows_with_gradient(tokens, vocab_size, tied, seed=number)
+            if got == measured:
+                continue
+            if not all(0 <= r < vocab_size for r in got):
+                fail(ex, f"{call_text} holds rows outside 0..{vocab_size - 1}.")
+            if not tied and set(got) == everywhere and everywhere != inputs:
+                fail(
+                    ex,
+                    f"for the {kind} model your rows include tokens that occur only as the last "
+                    "token of a row: model.loss(tokens) reads tokens[:, :-1] and predicts "
+                    "tokens[:, 1:], so a token that is only ever a target is never looked up.",
+                )
+            if not tied and len(got) == vocab_size:
+                fail(
+                    ex,
+                    f"for the {kind} model you answered every row: untied, the exit has its own "
+                    "matrix (lm_head.weight), and W_E is only looked up at the entrance; a "
+                    "lookup's gradient reaches only the rows it read.",
+                )
+            if tied and set(got) in (inputs, everywhere):
+                fail(
+                    ex,
+                    f"for the {kind} model you answered only the tokens of the batch: tied, W_E "
+                    "is also the output projection, every position's logits use every row, and "
+                    "the softmax gives every token some probability, so every row receives a "
+                    "gradient through the exit.",
+                )
+            extra, missing = len(set(got) - set(measured)), len(set(measured) - set(got))
+            fail(
+                ex,
+                f"for the {kind} model on case {number + 1}, your answer has {extra} row(s) "
+                f"that get no gradient and misses {missing} that do (measured by one backward "
+                "pass).",
+            )
     passed(
         ex,
-        "one_hot(i) @ W_E picks out row i of W_E, exactly what nn.Embedding looks up, "
-        "and your answer never indexed.",
+        "untied, only the rows looked up at the entrance (the inputs, tokens[:, :-1]) learn "
+        "from a batch; tied, the exit's gradient reaches every row, since every token gets a "
+        "logit from W_E.",
     )
 
 
-# --- exercise 2 (C8.4) ---------------------------------------------------------------------------
-
-
-def check_parameters_saved(parameters_saved) -> None:
-    """Exercise 2 (C8.4): ``parameters_saved(vocab_size, d_model)``, the number of parameters
-    tying removes from a model whose output projection has no bias. Compared with a measurement:
-    a ``TransformerLM`` of those sizes built untied and tied (on the meta device, nothing
-    allocated), counted with ``count_parameters``."""
-    ex = "Exercise 2 (parameters saved by tying)"
-    for vocab_size, d_model in ((50_000, 768), (50_257, 768), (32_000, 4096), (58, 48)):
-        got = call(ex, parameters_saved, vocab_size, d_model, name="parameters_saved")
-        got = as_number(ex, got, name=f"parameters_saved({vocab_size}, {d_model})", integer=True)
-        counts = []  # measured, not a formula: an untied and a tied model, on the meta device
-        for tie in (False, True):
-            with torch.device("meta"):
-                model = TransformerLM(
-                    vocab_size=vocab_size, d_model=d_model, n_layers=1, n_heads=2, max_len=4,
-                    tie_weights=tie,
-                )  # fmt: skip
-            counts.append(count_parameters(model))
-        measured = counts[0] - counts[1]
-        if got == measured:
-            continue
-        where = f"parameters_saved({vocab_size}, {d_model}) returned {got:,}"
-        if got == 2 * measured:
-            fail(ex, f"{where}, twice the saving: tying removes one of the two matrices, not both.")
-        if got in (measured + vocab_size, measured + d_model):
-            fail(
-                ex,
-                f"{where}: the output projection here has no bias (nn.Linear(..., bias=False)); "
-                f"the saving is the matrix alone.",
-            )
-        if got == vocab_size + d_model:
-            fail(ex, f"{where}: that adds the two sizes; count the entries of the matrix instead.")
-        fail(
-            ex,
-            f"{where}, which is not what an untied and a tied model of those sizes differ by "
-            "(count_parameters of both).",
-        )
-    passed(
-        ex,
-        "your count agrees with an untied and a tied model built at four sizes, the sheet's "
-        "worked example among them.",
-    )
-
-
-# --- exercise 3 (C8.3, transfer): tying in another layout ----------------------------------------
+# --- exercise 2 (C8.3, transfer): tying in another layout ----------------------------------------
 
 
 class Unembed(nn.Module):
@@ -214,7 +195,7 @@ class Unembed(nn.Module):
 
 
 class MathLayoutLM(nn.Module):
-    """Lesson 8, exercise 3. A tiny untied language model written from the formula:
+    """Lesson 8, exercise 2. A tiny untied language model written from the formula:
     ``h = tanh(mix(W_E[ids]))`` (``mix`` stands in for the blocks), ``logits = h @ W_out`` with
     ``W_out = unembed.weight`` of shape [d_model, vocab_size]."""
 
@@ -260,12 +241,12 @@ def _logits(ex: str, model: nn.Module, ids: torch.Tensor, when: str) -> torch.Te
 
 
 def check_tie_math_layout(tie_math_layout) -> None:
-    """Exercise 3 (C8.3, transfer): ``tie_math_layout(model)`` takes an untied
+    """Exercise 2 (C8.3, transfer): ``tie_math_layout(model)`` takes an untied
     :class:`MathLayoutLM` and returns it tied: no [d_model, vocab_size] parameter left (the count
     drops by exactly vocab_size x d_model), logits ``h @ W_E^T`` computed from the very tensor
     ``model.embed.weight`` (a change to it shows in the logits; the gradient of the output reaches
     it), also after ``model.double()``."""
-    ex = "Exercise 3 (tie a model kept in the formula's layout)"
+    ex = "Exercise 2 (tie a model kept in the formula's layout)"
     model = _math_layout_model()
     W_E = model.embed.weight
     V, d = W_E.shape
@@ -370,96 +351,87 @@ def check_tie_math_layout(tie_math_layout) -> None:
     )
 
 
-# --- the models of exercise 4 ---------------------------------------------------------------------
+# --- exercise 3 (C8.6, predict then verify): two tokens at one position ----------------------------
+
+#: The ratios ||token|| / ||position|| the visible check tries (the hidden tests try others).
+COSINE_RATIOS = (0.0, 0.03, 0.5, 1.0, 1.41, 3.0, 10.0)
+#: How far an answer may be from the measured cosine, here and in the grade (spec.py, l8_ex3).
+COSINE_TOLERANCE = 0.005
 
 
-def _untied_model(seed: int = 0) -> TransformerLM:
-    with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
-        torch.manual_seed(seed)
-        return TransformerLM(
-            vocab_size=20, d_model=8, n_layers=1, n_heads=2, max_len=16, tie_weights=False
-        )
+_DRAWS: dict = {}
 
 
-# --- exercise 4 (C8.3) ---------------------------------------------------------------------------
+def _measured_cosine(ratio: float, d_model: int = 16384, pairs: int = 64) -> float:
+    """The measurement: ``pairs`` pairs of random token vectors t1, t2 of norm ``ratio`` added to
+    one random position vector p of norm 1, in ``d_model`` dimensions (float64); the mean of
+    cos(t1 + p, t2 + p). Its spread from the draw is about 0.001 at these sizes. The random
+    directions are drawn once (seeded) and scaled for each ratio."""
+    if (d_model, pairs) not in _DRAWS:
+        g = torch.Generator().manual_seed(86)
+        p = torch.randn(d_model, generator=g, dtype=torch.float64)
+        t = torch.randn(2, pairs, d_model, generator=g, dtype=torch.float64)  # [2, pairs, d]
+        _DRAWS[d_model, pairs] = (p / p.norm(), t / t.norm(dim=-1, keepdim=True))
+    p, t = _DRAWS[d_model, pairs]  # [d], [2, pairs, d]: unit vectors
+    h1, h2 = ratio * t[0] + p, ratio * t[1] + p  # [pairs, d] each: two tokens at one position
+    return float(torch.nn.functional.cosine_similarity(h1, h2, dim=-1).mean())
 
 
-def _copied_model() -> TransformerLM:
-    """Untied, but lm_head holds a copy of the embedding's values (equal values, own storage)."""
-    model = _untied_model(1)
-    with torch.no_grad():
-        model.lm_head.weight.copy_(model.token_embedding.weight)
-    return model
-
-
-def check_shared_names(shared_names) -> None:
-    """Exercise 4 (C8.3): ``shared_names(model)`` returns the names of the ``state_dict`` entries
-    whose storage is the embedding's: a tied model, an untied one, an untied one whose output
-    matrix holds a copy of the embedding's values, and one whose output is a second Parameter over
-    the embedding's storage. The check finds those entries by experiment
-    (which entries change when the embedding is written in place)."""
-    ex = "Exercise 4 (which state_dict entries hold the embedding)"
-    with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
-        torch.manual_seed(2)
-        tied = TransformerLM(vocab_size=20, d_model=8, n_layers=1, n_heads=2, max_len=16)
-    alias = _untied_model(3)  # two Parameter objects, one storage: nn.Parameter(W_E.data)
-    alias.lm_head.weight = nn.Parameter(alias.token_embedding.weight.data)
-    cases = (
-        ("a tied model", tied),
-        ("an untied model", _untied_model()),
-        ("an untied model whose lm_head holds a copy of the embedding's values", _copied_model()),
-        ("a model whose lm_head is a second Parameter over the embedding's storage", alias),
-    )
-    for label, model in cases:
-        got = call(ex, shared_names, model, name="shared_names")
-        if got is None:
-            fail(ex, f"shared_names(model) returned None for {label}: return a list of names.")
-        if isinstance(got, str) or not isinstance(got, list | tuple | set):
-            fail(ex, f"shared_names should return a list of names, got a {type(got).__name__}.")
-        got_sorted = sorted(str(n) for n in got)
-        keys = set(model.state_dict())
-        unknown = [n for n in got_sorted if n not in keys]
-        if unknown:
-            fail(ex, f"for {label} you returned {unknown[0]!r}, which is not a state_dict name.")
-        # the entries that hold the embedding's storage, by experiment: write into the embedding
-        # in place, see which entries change, put it back
-        before = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        weight = model.token_embedding.weight
-        with torch.no_grad():
-            kept = weight.detach().clone()
-            weight.add_(1.0)
-            moved = sorted(
-                k for k, v in model.state_dict().items() if not torch.equal(v, before[k])
-            )
-            weight.copy_(kept)
-        if got_sorted == moved:
-            continue
-        if label.startswith("a tied") and got_sorted == ["token_embedding.weight"]:
-            fail(
-                ex,
-                f"for {label} you returned only {got_sorted}: parameters() and named_parameters() "
-                "yield a shared tensor once, under its first name; state_dict() lists it under "
-                "every module that holds it. Loop over model.state_dict().items().",
-            )
-        if "second Parameter" in label and got_sorted == ["token_embedding.weight"]:
-            fail(
-                ex,
-                f"for {label} you returned only {got_sorted}: two Parameter objects can share one "
-                "storage (nn.Parameter(W.data) does); compare data_ptr(), not the objects.",
-            )
-        if "copy" in label and len(got_sorted) > 1:
-            fail(
-                ex,
-                f"for {label} you returned {got_sorted}: equal values are not shared storage. "
-                "Compare tensor.data_ptr() with model.token_embedding.weight.data_ptr(), not values.",
-            )
+def check_predicted_cosine(predicted_cosine) -> None:
+    """Exercise 3 (C8.6, predict then verify): ``predicted_cosine(ratio)`` is the cosine
+    similarity of two different tokens at the same position, h1 = t1 + p and h2 = t2 + p, when
+    each token vector has ``ratio`` times the norm of the position vector p and the three point in
+    unrelated directions (a large d_model). Compared with a measurement on random vectors in
+    16,384 dimensions (:func:`_measured_cosine`) at :data:`COSINE_RATIOS`, within
+    :data:`COSINE_TOLERANCE`."""
+    ex = "Exercise 3 (two tokens at one position)"
+    answers = {}
+    for ratio in COSINE_RATIOS:
+        got = call(ex, predicted_cosine, ratio, name="predicted_cosine")
+        answers[ratio] = as_number(ex, got, name=f"predicted_cosine({ratio})")
+    if not all(-1.0 <= v <= 1.0 for v in answers.values()):
+        fail(ex, "a cosine lies between -1 and 1; some of your values do not.")
+    if abs(answers[0.0] - 1.0) > COSINE_TOLERANCE:
         fail(
             ex,
-            f"for {label} you returned {got_sorted}: those are not the entries that share the "
-            "embedding's storage (writing into the embedding changes another set).",
+            "at ratio 0 the tokens add nothing, so both vectors are p itself and their cosine is "
+            "1; your answer says otherwise.",
+        )
+
+    def everywhere(formula) -> bool:  # the answer is this (wrong) formula at every ratio tried
+        return all(abs(answers[r] - formula(r)) < COSINE_TOLERANCE / 2 for r in COSINE_RATIOS)
+
+    for ratio in COSINE_RATIOS[1:]:
+        measured = _measured_cosine(ratio)
+        got = answers[ratio]
+        if abs(got - measured) <= COSINE_TOLERANCE:
+            continue
+        if everywhere(lambda r: 1 / (1 + r)):
+            fail(
+                ex,
+                f"at ratio {ratio} your cosine is off from the measured one by more than "
+                f"{COSINE_TOLERANCE}: in many dimensions unrelated vectors are nearly orthogonal, "
+                "so it is their squared norms that add (||t + p||^2 = ||t||^2 + ||p||^2), not "
+                "their norms.",
+            )
+        if everywhere(lambda r: 1 / math.sqrt(1 + r * r)):
+            fail(
+                ex,
+                f"at ratio {ratio} your value is the cosine between t + p and p itself (how much a "
+                "token's vector still points along the position); the question is the angle "
+                "between two different tokens' vectors, t1 + p and t2 + p.",
+            )
+        side = "higher" if got > measured else "lower"
+        fail(
+            ex,
+            f"predicted_cosine({ratio}) is {side} than the cosine measured on random vectors in "
+            f"16,384 dimensions, by more than {COSINE_TOLERANCE}: work out the dot product and the "
+            "norms of t1 + p and t2 + p, keeping only the terms that do not vanish when t1, t2 "
+            "and p are orthogonal.",
         )
     passed(
         ex,
-        "state_dict() has one entry per (module, attribute) name, so a tied tensor appears twice; "
-        "parameters() yields each tensor object once.",
+        "your prediction matches two random tokens at one position in 16,384 dimensions at "
+        f"{len(COSINE_RATIOS)} ratios, from a token that vanishes (ratio 0) to one that dominates "
+        "(ratio 10).",
     )
