@@ -101,19 +101,24 @@ def _warmup_cell():  # lesson 5's C5.7 cell, as written there
     ax.axvline(4, color="0.6", lw=0.8, ls=(0, (1, 3)))
 
 
-def _training_curves_cell():  # lesson 8's C8.5 cell: the helper plus validation markers
-    from helpers.plots.tying import plot_training_curves
+def _paired_differences_cell():  # lesson 8's C8.5 figure: per-seed paired differences
+    from helpers.plots.tying import plot_paired_differences
 
-    fake = {
+    steps = [25, 50, 75]
+    plot_paired_differences(
+        steps,
+        {
+            "untied - tied": [[-0.3, -0.2, 0.0], [-0.2, -0.1, 0.01]],
+            "A/A: tied (other draw) - tied": [[0.05, 0.02, 0.01], [-0.04, 0.0, -0.02]],
+        },
+    )
+
+
+def _fake_runs():
+    return {
         n: SimpleNamespace(train_losses=list(np.linspace(4, 2 + i, 60)), val_loss=2.5 + i)
         for i, n in enumerate(("tied", "untied"))
     }
-    fig, ax = plt.subplots()
-    plot_training_curves(fake, ax=ax)
-    from helpers.plots import PALETTE
-
-    for color, marker in zip(PALETTE[:2], "os", strict=True):
-        ax.plot([10, 20], [3, 2.5], marker, color=color, label=f"val {marker}")
 
 
 def _losses():
@@ -173,7 +178,8 @@ def _static_figures():
         "lesson 8 breakdown": lambda: tying.plot_parameter_breakdown(
             {"embedding": 4, "position": 1, "blocks": 7, "output": 4}, saving=4
         ),
-        "lesson 8 C8.5 cell": _training_curves_cell,
+        "lesson 8 C8.5 paired differences": _paired_differences_cell,
+        "lesson 8 training curves (helper)": lambda: tying.plot_training_curves(_fake_runs()),
         "lesson 9 losses": _losses,
         "lesson 9 side by side": _side_by_side,
         "lesson 9 next-token bars": _next_token,

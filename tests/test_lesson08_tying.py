@@ -1041,3 +1041,36 @@ def _settings():
     from helpers.tying_runs import SETTINGS
 
     return dict(SETTINGS)
+
+
+def test_C8_5_paired_differences_figure_describes_its_means():
+    """The C8.5 figure's description is computed from the curves: each comparison's mean over
+    the seeds at the first and at the last step (changing the data changes the words)."""
+    import matplotlib.pyplot as plt
+
+    from helpers.figures import description_of
+    from helpers.plots.tying import plot_paired_differences
+
+    ax = plot_paired_differences(
+        [25, 50], {"untied - tied": [[-0.30, 0.02], [-0.10, 0.00]], "A/A": [[0.04, 0.0]] * 3}
+    )
+    text = description_of(ax.figure)
+    plt.close(ax.figure)
+    assert (
+        "'untied - tied' (solid, 2 seeds) has a mean of -0.20 at step 25 and 0.01 at step 50"
+        in text
+    )
+    assert "'A/A' (dotted, 3 seeds) has a mean of 0.04 at step 25" in text
+
+
+def test_plot_paired_differences_bad_arguments():
+    from helpers.plots.tying import plot_paired_differences
+
+    with pytest.raises(ValueError, match="steps must hold at least one step"):
+        plot_paired_differences([], {"a": [[]]})
+    with pytest.raises(TypeError, match="differences must be a dict of 1 to 3 comparisons"):
+        plot_paired_differences([1], [[0.0]])
+    with pytest.raises(TypeError, match="differences must be a dict of 1 to 3 comparisons"):
+        plot_paired_differences([1], {k: [[0.0]] for k in "abcd"})
+    with pytest.raises(ValueError, match=r"differences\['a'\] must hold one curve per seed"):
+        plot_paired_differences([1, 2], {"a": [[0.0]]})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..figures import describe, listing, ranking, trend
+from ..printing import fmt
 from ._common import PALETTE
 from ._common import axes as _axes
 
@@ -13,6 +14,7 @@ __all__ = [
     "breakdown_values",
     "plot_parameter_breakdown",
     "plot_training_curves",
+    "plot_paired_differences",
 ]
 
 
@@ -149,5 +151,53 @@ def plot_training_curves(results: dict, ax=None, smooth: int = 20):
         f"Training loss against step ({int(smooth)}-step running mean) and each run's final "
         f"validation loss as a horizontal line ({listing(styles)}): the training loss of "
         f"{listing(trends)}; on validation {ranking(finals)}.",
+    )
+    return ax
+
+
+#: Line style of each comparison of :func:`plot_paired_differences`, in order, and its words.
+_PAIRED_STYLES = (("-", "solid"), (":", "dotted"), ("--", "dashed"))
+
+
+def plot_paired_differences(steps, differences: dict, ax=None):
+    """Lesson 8 (C8.5). Per-seed paired differences against the training step: for each named
+    comparison, ``differences[name]`` is a list of per-seed curves (one value per entry of
+    ``steps``), drawn as one line per seed in the comparison's colour and line style, with a
+    line at zero. Described from the data: each comparison's mean over the seeds at the first and
+    at the last step. Returns the axes."""
+    steps = [int(k) for k in steps]
+    if not steps:
+        raise ValueError("steps must hold at least one step")
+    if not isinstance(differences, dict) or not 1 <= len(differences) <= len(_PAIRED_STYLES):
+        raise TypeError(
+            f"differences must be a dict of 1 to {len(_PAIRED_STYLES)} comparisons "
+            f"{{name: [one curve per seed]}}, got {type(differences).__name__}"
+        )
+    for name, curves in differences.items():
+        if not curves or any(len(c) != len(steps) for c in curves):
+            raise ValueError(
+                f"differences[{name!r}] must hold one curve per seed, each with one value per "
+                f"step ({len(steps)})"
+            )
+    ax = _axes(ax, (6.4, 3.2))
+    parts = []
+    for (name, curves), color, (ls, words) in zip(
+        differences.items(), (PALETTE[1], PALETTE[0], PALETTE[4]), _PAIRED_STYLES, strict=False
+    ):
+        for i, curve in enumerate(curves):
+            ax.plot(steps, curve, ls=ls, color=color, lw=1, label=name if i == 0 else None)
+        mean = np.asarray(curves, dtype=np.float64).mean(axis=0)  # [steps]: over the seeds
+        parts.append(
+            f"'{name}' ({words}, {len(curves)} seeds) has a mean of {fmt(mean[0], decimals=2)} "
+            f"at step {steps[0]} and {fmt(mean[-1], decimals=2)} at step {steps[-1]}"
+        )
+    ax.axhline(0, color=PALETTE[2], lw=0.8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("held-out loss difference (nats)")
+    ax.legend(fontsize=8)
+    describe(
+        ax,
+        "Held-out loss differences against the training step, one line per seed, with a line "
+        f"at zero: {listing(parts)}.",
     )
     return ax
