@@ -883,6 +883,37 @@ _HIDDEN_ANSWERS = [
         "        return count_parameters(make_stack(n_layers, d_model, 1, d_ff=d_ff, bias=bias))",
         "forbids",
     ),
+    (  # honest, written differently: each weight's shape listed, the biases and norms summed
+        "l7_ex1",
+        "shapes listed",
+        "def stack_parameter_count(d_model, n_layers, d_ff, bias=True):\n"
+        "    shapes = [(d_model, d_model)] * 4 + [(d_model, d_ff), (d_ff, d_model)]\n"
+        "    weights = sum(rows * cols for rows, cols in shapes)\n"
+        "    biases = [d_model] * 4 + [d_ff, d_model] if bias else []\n"
+        "    norms = [d_model] * 4  # gamma and beta of two LayerNorms\n"
+        "    return n_layers * (weights + sum(biases) + sum(norms))",
+        True,
+    ),
+    (  # honest: one block at a time, in a loop
+        "l7_ex1",
+        "loop over blocks",
+        "def stack_parameter_count(d_model, n_layers, d_ff, bias=True):\n"
+        "    total = 0\n"
+        "    for _ in range(n_layers):\n"
+        "        total += 4 * d_model**2 + 2 * d_model * d_ff + 4 * d_model\n"
+        "        if bias:\n"
+        "            total += 5 * d_model + d_ff\n"
+        "    return total",
+        True,
+    ),
+    (  # honest: the polynomial expanded, the bias flag used as 0 or 1
+        "l7_ex1",
+        "polynomial",
+        "def stack_parameter_count(d_model, n_layers, d_ff, bias=True):\n"
+        "    return n_layers * (4 * d_model**2 + 2 * d_model * d_ff + 4 * d_model"
+        " + int(bias) * (5 * d_model + d_ff))",
+        True,
+    ),
     ("l7_ex1", "no attention biases", _edit("l7_ex1", "(4 * d_model if bias else 0)", "0"), False),
     (
         "l7_ex1",
@@ -891,6 +922,42 @@ _HIDDEN_ANSWERS = [
         False,
     ),
     ("l7_ex1", "default bias=False", _edit("l7_ex1", "bias=True", "bias=False"), False),
+    (  # honest, written differently: the stream updated in place, twice
+        "l7_ex2",
+        "two updates",
+        "class FixedBlock(ColleagueBlock):\n"
+        "    def forward(self, x):\n"
+        "        x = x + self.attention(self.ln1(x))\n"
+        "        x = x + self.feedforward(self.ln2(x))\n"
+        "        return x",
+        True,
+    ),
+    (  # honest: a loop over (norm, sublayer) pairs
+        "l7_ex2",
+        "loop over sublayers",
+        "class FixedBlock(ColleagueBlock):\n"
+        "    def forward(self, x):\n"
+        "        for norm, sublayer in ((self.ln1, self.attention), (self.ln2, self.feedforward)):\n"
+        "            x = x + sublayer(norm(x))\n"
+        "        return x",
+        True,
+    ),
+    (  # honest: a new module built the same way, one expression for the output
+        "l7_ex2",
+        "from scratch",
+        "class FixedBlock(nn.Module):\n"
+        "    def __init__(self, d_model, n_heads):\n"
+        "        super().__init__()\n"
+        "        self.ln1 = LayerNorm(d_model)\n"
+        "        self.attention = MultiHeadAttention(d_model, n_heads)\n"
+        "        self.ln2 = LayerNorm(d_model)\n"
+        "        self.feedforward = FeedForward(d_model)\n"
+        "\n"
+        "    def forward(self, x):\n"
+        "        a = self.attention(self.ln1(x))\n"
+        "        return x + a + self.feedforward(self.ln2(x + a))",
+        True,
+    ),
     ("l7_ex2", "the colleague's block", "FixedBlock = ColleagueBlock", False),
     ("l7_ex2", "ln1 for both", _edit("l7_ex2", "self.ln2(h)", "self.ln1(h)"), False),
     ("l7_ex2", "parallel", _edit("l7_ex2", "self.ln2(h)", "self.ln2(x)"), False),
@@ -898,6 +965,37 @@ _HIDDEN_ANSWERS = [
         "l7_ex2",
         "float32",
         _edit("l7_ex2", "h = x +", "x = x.float()\n        self.float()\n        h = x +"),
+        True,
+    ),
+    (  # honest, written differently: one pair of neighbouring states at a time
+        "l7_ex3",
+        "loop over pairs",
+        "def relative_contributions(hidden):\n"
+        "    out = []\n"
+        "    for before, after in zip(hidden[:-1], hidden[1:]):\n"
+        "        out.append(((after - before).norm(dim=-1) / before.norm(dim=-1)).mean())\n"
+        "    return torch.stack(out)",
+        True,
+    ),
+    (  # honest: tokens flattened, torch.linalg.vector_norm and diff
+        "l7_ex3",
+        "vector_norm of diff",
+        "def relative_contributions(hidden):\n"
+        "    h = torch.stack(hidden).flatten(1, -2)  # [L+1, tokens, d_model]\n"
+        "    change = torch.linalg.vector_norm(h.diff(dim=0), dim=-1)\n"
+        "    return (change / torch.linalg.vector_norm(h[:-1], dim=-1)).mean(dim=1)",
+        True,
+    ),
+    (  # honest: in numpy, the norms written out
+        "l7_ex3",
+        "numpy by hand",
+        "import numpy as np\n"
+        "\n"
+        "\n"
+        "def relative_contributions(hidden):\n"
+        "    h = np.stack([t.detach().numpy() for t in hidden])\n"
+        "    change = np.sqrt(((h[1:] - h[:-1]) ** 2).sum(axis=-1))\n"
+        "    return (change / np.sqrt((h[:-1] ** 2).sum(axis=-1))).mean(axis=(1, 2))",
         True,
     ),
     ("l7_ex3", "numpy", _edit("l7_ex3", _RETURN3, _RETURN3 + ".numpy()"), True),
