@@ -102,7 +102,7 @@ def plot_side_by_side(grid: SideBySide, axes=None):
         ax.legend(fontsize=8)
     axes[0].set_ylabel("held-out loss (nats)")
     describe(
-        axes[0].figure,
+        axes[0].get_figure(root=True),  # the figure, also when the panels sit in a subfigure
         f"Held-out loss against step, one panel per factor, each choice's seed mean a line "
         f"(seeds faint, unigram baseline dotted); lowest at the end: {'; '.join(ends)}.",
     )
