@@ -522,7 +522,9 @@ def run_in_lab(
     source = _notebook_cells(notebook)
     try:
         page.goto(lab.page_url(relpath), wait_until="domcontentloaded")
-        page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(state="attached")
+        # JupyterLab's first load in a fresh server (and on a busy machine) can take longer than
+        # one step's timeout: the same budget as the kernel's start
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(state="attached", timeout=180_000)
         _wait(lambda: _kernel_idle(page), 180, "the kernel to start (idle)", page)
         dom = _wait(
             lambda: len(_cells(page)) == len(source) and _cells(page),
