@@ -23,13 +23,22 @@ import torch
 from torch import nn
 
 from . import _validate as check
-from .model import POSITIONAL_KINDS, TransformerLM
+from .model import INITS, POSITIONAL_OPTIONS, TransformerLM
 from .reproducible import default_dtype
 from .reproducible import one_thread as _one_thread
 from .text import CharTokenizer, load_text, split_ids
 from .training import TrainResult, evaluate, train_lm
 
-__all__ = ["LengthRun", "train_at_length", "loss_by_position"]
+__all__ = [
+    "LengthRun",
+    "train_at_length",
+    "loss_by_position",
+    "length_experiment",
+    "load_length_runs",
+    "LENGTH_RUNS",
+    "LENGTH_SETTINGS_SCHEMA",
+    "LENGTH_RESULTS_SCHEMA",
+]
 
 
 def _lengths(lengths) -> list[int]:
@@ -74,6 +83,8 @@ def train_at_length(
     train_len: int = 32,
     positional: str = "sinusoidal",
     *,
+    init: str | None = None,
+    scale_embeddings: bool | None = None,
     d_model: int = 48,
     n_layers: int = 2,
     n_heads: int = 4,
@@ -87,8 +98,12 @@ def train_at_length(
     """Lesson 4 (C4.7). Train a :class:`~helpers.TransformerLM` on windows of ``train_len`` tokens.
 
     The model is the course's, with its coherent defaults (C8.6: sinusoidal position with Xavier
-    init and sqrt(d_model) scaling; learned position with GPT-2's init) and ``max_len=train_len``
-    (the sinusoidal table grows on demand; the learned one has exactly ``train_len`` rows).
+    init and sqrt(d_model) scaling; learned position with GPT-2's init) unless ``init`` and
+    ``scale_embeddings`` are given (``TransformerLM``'s own options: a comparison of position
+    schemes holds them fixed), and ``max_len=train_len`` (the sinusoidal table grows on demand;
+    the learned one has exactly ``train_len`` rows). ``positional`` is any scheme the model
+    knows: the sheet's ``"sinusoidal"`` and ``"learned"`` (C4.7), position inside attention,
+    ``"rotary"`` and ``"alibi"`` (C4.8), or ``"none"`` (C4.9).
     Character-level on ``text`` (default: the shipped excerpt of tiny-shakespeare, last 10% held
     out), ``steps`` AdamW steps of ``batch_size`` random windows, seeded by ``seed``. The model is
     built in ``dtype`` (float64 by default: its initial weights are drawn in float64, the same on
@@ -96,7 +111,14 @@ def train_at_length(
     Returns a :class:`LengthRun`; measure it with ``run.losses_at([32, 64, 128, 256])``.
     """
     train_len = check.positive_int("train_len", train_len, minimum=2)
-    check.choice("positional", positional, POSITIONAL_KINDS)
+    check.choice("positional", positional, POSITIONAL_OPTIONS)
+    if init is not None:
+        check.choice("init", init, INITS)
+    if scale_embeddings is not None and not isinstance(scale_embeddings, bool):
+        raise TypeError(
+            f"scale_embeddings must be True, False or None (the model's default for the "
+            f"positional scheme), got {scale_embeddings!r}"
+        )
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     if text is not None and not isinstance(text, str):
@@ -120,6 +142,8 @@ def train_at_length(
             n_heads,
             max_len=train_len,
             positional=positional,
+            init=init,
+            scale_embeddings=scale_embeddings,
         )
     result = train_lm(
         model, train_ids, val_ids, steps, batch_size, train_len, lr, seed, dtype=dtype
@@ -153,3 +177,119 @@ def loss_by_position(model: TransformerLM, ids: torch.Tensor, n: int) -> torch.T
         logits.transpose(1, 2), windows[:, 1:], reduction="none"
     )  # [W, n]
     return losses.mean(dim=0)  # [n]
+
+
+# --------------------------------------------------------------------------------------------
+# The experiment behind C4.7 (and 04b's comparison of schemes), shipped as data
+# --------------------------------------------------------------------------------------------
+
+#: The name of the shipped results (``helpers/data/lesson4_length.json``, written by
+#: ``tools/length_runs.py``).
+LENGTH_RUNS = "lesson4_length"
+
+#: What ``tools/length_runs.py`` ran: the model and training settings of :func:`train_at_length`,
+#: the seeds, the position schemes, and the lengths each model was measured at.
+LENGTH_SETTINGS_SCHEMA = {
+    "train_len": int,
+    "lengths": [int],
+    "steps": int,
+    "seeds": [int],
+    "kinds": [str],
+    "d_model": int,
+    "n_layers": int,
+    "n_heads": int,
+    "batch_size": int,
+    "lr": float,
+    "init": str,
+    "scale_embeddings": bool,
+    "dtype": str,
+    "text": str,
+}
+
+#: What it measured: for each scheme, one entry per seed, the held-out loss at each length
+#: (keys are the lengths as text) and the loss at each position 0..max(lengths)-1 of the
+#: longest windows (:func:`loss_by_position`).
+LENGTH_RESULTS_SCHEMA = {str: [{"seed": int, "losses": {str: float}, "per_position": [float]}]}
+
+
+def length_experiment(
+    kinds=("sinusoidal",),
+    seeds=(0,),
+    *,
+    train_len: int = 32,
+    lengths=(32, 64, 128, 256),
+    steps: int = 400,
+    init: str = "xavier",
+    scale_embeddings: bool = True,
+    d_model: int = 48,
+    n_layers: int = 2,
+    n_heads: int = 4,
+    batch_size: int = 16,
+    lr: float = 5e-3,
+    progress=None,
+) -> tuple[dict, dict]:
+    """Lesson 4 (C4.7; 04b compares the schemes). For each position scheme of ``kinds`` and each
+    seed of ``seeds``: :func:`train_at_length` at ``train_len`` (float64, the shipped text), then
+    the held-out loss at every length of ``lengths`` and the loss at each position of the longest
+    windows (:func:`loss_by_position`). Every scheme gets the same initialization and embedding
+    scale (``init``, ``scale_embeddings``; the defaults are the sinusoidal model's), so the rows
+    differ in the position scheme only. A learned table cannot run beyond ``train_len``, so
+    ``"learned"`` is refused here (C4.4 shows why).
+
+    Returns ``(settings, results)`` in the form of :data:`LENGTH_SETTINGS_SCHEMA` and
+    :data:`LENGTH_RESULTS_SCHEMA`; ``progress(kind, seed)``, if given, is called before each run.
+    """
+    kinds = list(kinds)
+    if not kinds:
+        raise ValueError("kinds must name at least one position scheme, got an empty list")
+    for kind in kinds:
+        check.choice("each kind", kind, tuple(k for k in POSITIONAL_OPTIONS if k != "learned"))
+    seeds = [check.positive_int("each seed", seed, minimum=0) for seed in seeds]
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed, got an empty list")
+    lengths = _lengths(lengths)
+    settings = {
+        "train_len": check.positive_int("train_len", train_len, minimum=2),
+        "lengths": lengths,
+        "steps": check.positive_int("steps", steps),
+        "seeds": seeds,
+        "kinds": kinds,
+        "d_model": d_model,
+        "n_layers": n_layers,
+        "n_heads": n_heads,
+        "batch_size": batch_size,
+        "lr": float(lr),
+        "init": check.choice("init", init, INITS),
+        "scale_embeddings": bool(scale_embeddings),
+        "dtype": "float64",
+        "text": "tiny_shakespeare",
+    }
+    results: dict[str, list] = {}
+    for kind in kinds:
+        for seed in seeds:
+            if progress is not None:
+                progress(kind, seed)
+            run = train_at_length(
+                train_len, kind, init=init, scale_embeddings=scale_embeddings, d_model=d_model,
+                n_layers=n_layers, n_heads=n_heads, steps=steps, batch_size=batch_size, lr=lr,
+                seed=seed,
+            )  # fmt: skip
+            per_position = loss_by_position(run.model, run.val_ids, max(lengths))  # [n]
+            results.setdefault(kind, []).append(
+                {
+                    "seed": seed,
+                    "losses": {str(n): loss for n, loss in run.losses_at(lengths).items()},
+                    "per_position": [float(v) for v in per_position],
+                }
+            )
+    return settings, results
+
+
+def load_length_runs():
+    """Lesson 4 (C4.7) and 04b (C4.8). The shipped results of ``tools/length_runs.py``
+    (``helpers/data/lesson4_length.json``), checked against :data:`LENGTH_SETTINGS_SCHEMA` and
+    :data:`LENGTH_RESULTS_SCHEMA`: a :class:`helpers.shipped.ShippedResults` (``.settings``,
+    ``.results``, ``.seconds``, ``.cpu_seconds``)."""
+    from .shipped import load_results
+
+    return load_results(LENGTH_RUNS, LENGTH_SETTINGS_SCHEMA, LENGTH_RESULTS_SCHEMA)
