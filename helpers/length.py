@@ -36,6 +36,7 @@ __all__ = [
     "length_experiment",
     "load_length_runs",
     "LENGTH_RUNS",
+    "EVAL_TOKENS",
     "LENGTH_SETTINGS_SCHEMA",
     "LENGTH_RESULTS_SCHEMA",
 ]
@@ -51,6 +52,12 @@ def _lengths(lengths) -> list[int]:
     if not lengths:
         raise ValueError("lengths must hold at least one sequence length, got an empty list")
     return [check.positive_int("each length", n, minimum=2) for n in lengths]
+
+
+#: Held-out windows are evaluated this many tokens at a time (as few windows as that holds): the
+#: activations of long windows then stay small, and a lesson that measures them stays under its
+#: memory budget (600 MB). The mean loss is the same sum, in chunks.
+EVAL_TOKENS = 1024
 
 
 @dataclass
@@ -69,10 +76,11 @@ class LengthRun:
     result: TrainResult
 
     def loss_at(self, n: int) -> float:
-        """Mean next-token loss over windows of ``n`` tokens of the held-out text."""
+        """Mean next-token loss over windows of ``n`` tokens of the held-out text, evaluated
+        :data:`EVAL_TOKENS` tokens at a time."""
         n = check.positive_int("n", n, minimum=2)
         with _one_thread():
-            return evaluate(self.model, self.val_ids, n)
+            return evaluate(self.model, self.val_ids, n, batch_size=max(1, EVAL_TOKENS // n))
 
     def losses_at(self, lengths) -> dict[int, float]:
         """``{n: loss_at(n)}`` for each sequence length ``n`` of ``lengths``."""
@@ -157,7 +165,8 @@ def loss_by_position(model: TransformerLM, ids: torch.Tensor, n: int) -> torch.T
 
     ``ids`` is cut into consecutive windows of ``n + 1`` tokens (as ``evaluate`` does with
     ``block_size = n``); the model reads the first ``n`` of each and predicts the next; entry t is
-    the cross-entropy of predicting the token after position t, averaged over the windows.
+    the cross-entropy of predicting the token after position t, averaged over the windows
+    (evaluated :data:`EVAL_TOKENS` tokens at a time).
     Returns a tensor [n] in the model's dtype.
     """
     if not isinstance(model, TransformerLM):
@@ -170,13 +179,15 @@ def loss_by_position(model: TransformerLM, ids: torch.Tensor, n: int) -> torch.T
     windows = torch.stack([ids[i * n : i * n + n + 1] for i in range(n_windows)])  # [W, n+1]
     was_training = model.training
     model.eval()
+    losses = []
     with _one_thread():
-        logits = model(windows[:, :-1])  # [W, n, V]
+        for chunk in windows.split(max(1, EVAL_TOKENS // n)):  # EVAL_TOKENS tokens at a time
+            logits = model(chunk[:, :-1])  # [w, n, V]
+            losses.append(
+                nn.functional.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")
+            )  # [w, n]
     model.train(was_training)
-    losses = nn.functional.cross_entropy(
-        logits.transpose(1, 2), windows[:, 1:], reduction="none"
-    )  # [W, n]
-    return losses.mean(dim=0)  # [n]
+    return torch.cat(losses).mean(dim=0)  # [W, n] -> [n]
 
 
 # --------------------------------------------------------------------------------------------
