@@ -50,7 +50,7 @@ LESSONS: tuple[Lesson, ...] = (
         4,
         "Position: why attention needs it, sinusoidal and learned encodings",
         "04_positional_encoding.ipynb",
-        ("C4.1", "C4.2", "C4.3", "C4.4", "C4.5", "C4.6", "C4.7", "C4.8", "C4.9"),
+        ("C4.1", "C4.2", "C4.3", "C4.4", "C4.5", "C4.6", "C4.7"),
         "positional_explorer",
         "position",
     ),
@@ -106,7 +106,17 @@ LESSONS: tuple[Lesson, ...] = (
 
 
 #: Optional "Going further" companions, one at most per lesson (``Lesson.further`` is True).
-GOING_FURTHER: tuple[Lesson, ...] = ()
+GOING_FURTHER: tuple[Lesson, ...] = (
+    Lesson(
+        4,
+        "Going further: position inside attention (rotary, ALiBi) and without an encoding",
+        "04b_position_inside_attention.ipynb",
+        ("C4.8", "C4.9"),
+        "positional_explorer",  # lesson 4's explorer, its right panel on rotary and ALiBi
+        "position",
+        further=True,
+    ),
+)
 
 #: Every notebook of the course in course order: each core lesson, then its companion.
 NOTEBOOKS: tuple[Lesson, ...] = tuple(

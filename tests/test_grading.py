@@ -400,15 +400,21 @@ def test_an_answer_that_calls_the_lessons_own_helper_is_seen_and_refused(monkeyp
 
     log = tmp_path / "log.jsonl"
     monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
-    record("l4_ex2", lambda i, d: float(helpers.wavelengths(d)[i]), 3, 16)
-    record("l4_ex2", lambda i, d: 2 * 3.141592653589793 * 10000 ** (2 * i / d), 3, 16)
+    record("l4b_ex2", lambda h, n: helpers.alibi_bias(h, n, dtype=torch.float64), 8, 4)
+    distance = (torch.arange(4.0)[:, None] - torch.arange(4.0)[None]).abs().double()
+    record(
+        "l4b_ex2",
+        lambda h, n: -(2 ** (-8 * torch.arange(1.0, h + 1) / h)).double()[:, None, None] * distance,
+        8,
+        4,
+    )
     by_hand, borrowed = (json.loads(line) for line in reversed(log.read_text().splitlines()))
-    assert "helpers.positional.wavelengths" in borrowed["calls"]
+    assert "helpers.positional.alibi_bias" in borrowed["calls"]
     assert not any(c.startswith("helpers.") for c in by_hand["calls"])
     reference = {0: [{**by_hand, "case": 0}]}
-    verdict = judge("l4_ex2", reference, {0: [{**borrowed, "case": 0}]})
+    verdict = judge("l4b_ex2", reference, {0: [{**borrowed, "case": 0}]})
     assert not verdict.correct and "forbids" in verdict.message
-    assert judge("l4_ex2", reference, reference).correct
+    assert judge("l4b_ex2", reference, reference).correct
 
 
 # ---- what an adversarial review hid from the grader, and is seen now --------------------------
@@ -437,8 +443,8 @@ def test_a_helper_run_from_a_copy_of_its_code_is_still_seen(monkeypatch, tmp_pat
     x = torch.randn(6, 8, dtype=torch.float64)
     want = positional.apply_rotary(x)  # computed here, outside the records
     torch.testing.assert_close(copy(x), want)  # the copy computes the answer
-    # l4_ex5's spec forbids apply_rotary (the copy runs under a grading-module name, too)
-    got, verdict = _judged("l4_ex5", tmp_path, monkeypatch, lambda x: want.clone(), copy, x)
+    # l4b_ex1's spec forbids apply_rotary (the copy runs under a grading-module name, too)
+    got, verdict = _judged("l4b_ex1", tmp_path, monkeypatch, lambda x: want.clone(), copy, x)
     assert "helpers.positional.apply_rotary" in got["calls"]
     assert not verdict.correct and "forbids" in verdict.message
 

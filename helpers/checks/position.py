@@ -1,17 +1,20 @@
-"""Lesson 4 exercise checks: which column pair tells two positions apart (a predict-then-verify
-exercise), the wavelength of a column pair, the rotation R_k, which positions a learned
-table can answer for, rotary position in Llama's half-split layout (C4.8, a transfer exercise)
-and ALiBi's bias for any number of heads (C4.8, predict then verify).
+"""Lesson 4 exercise checks. The core notebook: which column pair tells two positions apart
+(predict, then verify), the offset q - p read off two rows of the table (C4.6 and the
+wavelengths), and a probe for permutation-equivariance tried on layers the lesson did not show
+(C4.1, transfer). The companion 04b (Going further): rotary position in Llama's half-split layout
+(C4.8, transfer) and ALiBi's bias for any number of heads (C4.8, predict then verify).
 
 Each check calls the student's function on a few inputs, prints ``✓ ...`` when it is right and
 otherwise raises :class:`~helpers.checks.ExerciseFailed` with a message that names the mistake:
 None returned, not implemented yet, the function raised, wrong shape or dtype, NaN, a column
-index for a pair index, the angle rate for the wavelength, the transposed rotation ...
+index for a pair index, an angle not wrapped, the output rows not permuted, the transposed
+rotation ...
 
 These are the student's instant feedback, not the grade: the grade comes from hidden tests on
 other cases (``helpers.grading``). So nothing here holds an answer: a check tests properties that
-a right answer must have (a pair's point on the unit circle, one full turn, PE(p + k) = R PE(p),
-what a real table accepts), computed inside the check, and no verdict prints an expected value.
+a right answer must have (a pair's point on the unit circle, the offset a case was built from, a
+layer's behaviour under a swap of two rows), computed inside the check, and no verdict prints an
+expected value of a hidden case.
 """
 
 from __future__ import annotations
@@ -20,17 +23,17 @@ import math
 
 import numpy as np
 import torch
+from torch import nn
 
-from ..positional import LearnedPositionalEmbedding, PositionOutOfRange, sinusoidal_encoding_at
+from ..positional import sinusoidal_encoding_at
 from ..printing import fmt
-from ._core import as_number, as_tensor, call, fail, passed
+from ._core import as_tensor, call, call_described, fail, passed
 from .generation import call_refusing
 
 __all__ = [
     "check_best_pair",
-    "check_wavelength",
-    "check_rotation",
-    "check_has_rows",
+    "check_offset_between",
+    "check_permutation_probe",
     "check_rotary_half_split",
     "check_alibi_bias",
     "FORBIDDEN",
@@ -38,11 +41,11 @@ __all__ = [
 
 BASE = 10000.0
 
-#: The course functions exercises 5 and 6 may not call (the grader's lists in
+#: The course functions 04b's exercises 1 and 2 may not call (the grader's lists in
 #: tools/grading/spec.py are these): they compute the answer outright.
 FORBIDDEN = {
-    "l4_ex5": ("helpers.positional.apply_rotary", "helpers.positional.rotation_matrix"),
-    "l4_ex6": ("helpers.positional.alibi_bias", "helpers.positional.alibi_slopes"),
+    "l4b_ex1": ("helpers.positional.apply_rotary", "helpers.positional.rotation_matrix"),
+    "l4b_ex2": ("helpers.positional.alibi_bias", "helpers.positional.alibi_slopes"),
 }
 
 
@@ -170,212 +173,226 @@ def check_best_pair(fn, cases=_BEST_PAIR_CASES) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Exercise 2: the wavelength of pair i
+# Exercise 2: read the offset q - p off two rows of the table (C4.6 and the wavelengths)
 # --------------------------------------------------------------------------------------------
 
-# Typical wrong formulas, to name the mistake (none of them is the wavelength).
-_WAVELENGTH_MISTAKES = [
-    (
-        lambda i, d: BASE ** (2 * i / d),
-        "you returned 1/w_i, the positions per radian; one full period is 2π radians.",
-    ),
-    (
-        lambda i, d: BASE ** (-2 * i / d),
-        "you returned the angle rate w_i (radians per position), not the wavelength "
-        "(positions per full turn).",
-    ),
-    (
-        lambda i, d: 2 * math.pi * BASE ** (-2 * i / d),
-        "you returned 2π·w_i, which is largest for the fastest pair; a slow wave has a long "
-        "wavelength (positions per full turn, not radians per position).",
-    ),
-    (
-        lambda i, d: 2 * math.pi * BASE ** (i / d),
-        "the exponent uses i where it needs 2i: the rate of pair i is w_i = 1/10000^(2i/d_model).",
-    ),
-    (
-        lambda i, d: 2 * math.pi * BASE ** (4 * i / d),
-        "the exponent is 4i/d_model: i is the pair index (columns 2i and 2i+1), "
-        "and the rate of pair i is w_i = 1/10000^(2i/d_model).",
-    ),
-    (
-        lambda i, d: math.pi * BASE ** (2 * i / d),
-        "you returned half the wavelength: one full period is 2π radians, not π.",
-    ),
-]
+# (d_model, p, k): offsets k = q - p from 1 to beyond what the second-slowest pair can read, with
+# p and q where the slowest pair's angle wraps around; every |k| below half the longest wavelength
+_OFFSET_CASES = (
+    (16, 0, 3),
+    (16, 40, -25),
+    (16, 100, 5000),
+    (16, 8000, 6000),
+    (16, 15000, -9000),
+    (8, 3, 3000),
+    (64, 500, 1),
+    (64, 30000, -20000),
+    (512, 7, 12345),
+)
 
 
-def check_wavelength(
-    fn, cases=((100, 512), (1, 512), (255, 512), (3, 16), (7, 16), (0, 512))
-) -> None:
-    """Lesson 4, exercise 2. ``fn(i, d_model)`` returns a number of positions. The check reads
-    from the encoding itself how far pair i turns per position, and tells the student whether
-    pair i makes exactly one full turn over that many positions."""
-    ex = "Exercise 2 (the wavelength of pair i)"
-    got_at = {}
-    for i, d in cases:
-        what = f"wavelength({i}, {d})"
-        got = as_number(ex, call(ex, fn, i, d, name="wavelength"), name=what)
-        got_at[i, d] = got
-        pe_1 = sinusoidal_encoding_at([1.0], d, dtype=torch.float64)[0]  # position 1, [d]
-        per_position = math.atan2(float(pe_1[2 * i]), float(pe_1[2 * i + 1]))  # rad, in (0, 1]
-        turns = got * per_position / (2 * math.pi)  # full turns of pair i over `got` positions
-        if math.isclose(turns, 1.0, rel_tol=1e-4):
+def _as_whole_number(ex: str, got, what: str) -> int:
+    if got is None:
+        fail(ex, f"{what} returned None: did you forget to `return` the offset?")
+    size = got.numel() if isinstance(got, torch.Tensor) else np.size(got)
+    if isinstance(got, torch.Tensor | np.ndarray) and size != 1:
+        fail(ex, f"{what} returned an array of shape {list(got.shape)}: return one whole number.")
+    if isinstance(got, torch.Tensor | np.ndarray | np.generic):
+        got = got.item()
+    if isinstance(got, bool) or not isinstance(got, int | float):
+        fail(ex, f"{what} returned {got!r} (a {type(got).__name__}); return a whole number.")
+    if isinstance(got, float):
+        if not math.isfinite(got):
+            fail(ex, f"{what} returned {got}: return a whole number of positions.")
+        if not got.is_integer():
+            fail(
+                ex,
+                f"{what} returned {fmt(got, 8)}: an offset is a whole number of positions; "
+                f"round your estimate (round(x), not int(x), which cuts 4999.9999 to 4999).",
+            )
+        got = int(got)
+    return got
+
+
+def _readings(pe_p: torch.Tensor, pe_q: torch.Tensor) -> tuple[list[int], list[int]]:
+    """What reading one pair alone gives, for each pair i: the angle turned, wrapped into
+    (-pi, pi], over w_i (``wrapped``), and the difference of the two angles without wrapping
+    (``unwrapped``), both rounded. Mistakes to recognise, not the answer: the check knows k."""
+    d = pe_p.shape[0]
+    w = BASE ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)  # [d/2]
+    a_p = torch.atan2(pe_p[0::2], pe_p[1::2])  # [d/2]: angle of (sin, cos), in (-pi, pi]
+    a_q = torch.atan2(pe_q[0::2], pe_q[1::2])
+    turned = torch.remainder(a_q - a_p + math.pi, 2 * math.pi) - math.pi  # [d/2], wrapped
+    return [round(float(v)) for v in turned / w], [round(float(v)) for v in (a_q - a_p) / w]
+
+
+def check_offset_between(fn, cases=_OFFSET_CASES) -> None:
+    """Lesson 4, exercise 2 (C4.6). ``fn(pe_p, pe_q)`` gets two rows of the sinusoidal table,
+    PE(p) and PE(q) [d_model] in float64, and returns the offset k = q - p, a whole number. By
+    C4.6 each pair of PE(q) is the same pair of PE(p) turned by the angle k·w_i; an angle is only
+    known modulo 2π, so a pair tells k only modulo its wavelength 2π/w_i. The check builds each
+    case from p and k and compares; a wrong answer is matched against what reading a single
+    pair gives (with and without wrapping the angle), to name the mistake."""
+    ex = "Exercise 2 (the offset between two positions)"
+    name = "offset_between"
+    for d, p, k in cases:
+        q = p + k
+        pe = sinusoidal_encoding_at([p, q], d, dtype=torch.float64)  # [2, d]
+        what = f"{name}(PE({p}), PE({q})) at d_model = {d}"
+        got = _as_whole_number(ex, call(ex, fn, pe[0].clone(), pe[1].clone(), name=name), what)
+        if got == k:
             continue
-        for formula, problem in _WAVELENGTH_MISTAKES:
-            if math.isclose(got, formula(i, d), rel_tol=1e-4):
-                fail(ex, f"{what} = {fmt(got, 6)}: {problem}")
-        if got <= 0:
-            fail(ex, f"{what} = {fmt(got, 6)}: a wavelength is a positive number of positions.")
-        fail(
-            ex,
-            f"{what} = {fmt(got, 6)}: over that many positions pair {i} turns "
-            f"{'less' if turns < 1 else 'more'} than once; the wavelength is the number of "
-            f"positions of exactly one full turn (2π radians).",
-        )
-    shown = []
-    if (0, 512) in got_at:
-        shown.append(f"pair 0 is the fastest (wavelength(0, 512) = {fmt(got_at[0, 512], 4)} = 2π)")
-    if (255, 512) in got_at:
-        shown.append(f"pair 255 of d_model 512 the slowest ({fmt(got_at[255, 512], 5)} positions)")
-    passed(ex, ", ".join(shown) + "." if shown else "one full turn of the pair every time.")
-
-
-# --------------------------------------------------------------------------------------------
-# Exercise 3: the rotation R_k
-# --------------------------------------------------------------------------------------------
-
-
-def check_rotation(fn, cases=((3, 16), (1, 8), (10, 64), (0, 8))) -> None:
-    """Lesson 4, exercise 3. ``fn(k, d_model)`` returns a float matrix [d_model, d_model]. The
-    check tests the properties the exercise asks for: zero outside the 2×2 blocks on the
-    diagonal (one per column pair), orthogonal, and ``PE(p + k) = R @ PE(p)`` at many positions
-    p with the same R (together they leave one matrix)."""
-    ex = "Exercise 3 (the rotation R_k)"
-    name = "rotation_for_offset"
-    positions = torch.tensor([0.0, 1, 5, 17, 100, 1234, 20000])
-    for k, d in cases:
-        what = f"{name}({k}, {d})"
-        got = call(ex, fn, k, d, name=name)
-        if isinstance(got, torch.Tensor) and not (got.is_floating_point() or got.is_complex()):
+        if got == -k:
             fail(
                 ex,
-                f"{what} has dtype {got.dtype}; a rotation holds cos and sin values, "
-                f"use a floating-point tensor (torch.float64).",
+                f"{what} returned {got}: that is p - q; the offset asked for is q - p "
+                f"(PE(q) = R_k PE(p) with k = q - p).",
             )
-        got = as_tensor(ex, got, name=what, shape=(d, d), layout="[d_model, d_model]")
-        r = got.detach().to(torch.float64)
-        eye = torch.eye(d, dtype=torch.float64)
-        pe_p = sinusoidal_encoding_at(positions, d, dtype=torch.float64)  # [m, d]
-        pe_pk = sinusoidal_encoding_at(positions + k, d, dtype=torch.float64)  # [m, d]
-        moved = pe_p @ r.T  # [m, d]: row j is R @ PE(p_j)
-        if torch.allclose(moved, pe_pk, rtol=0, atol=1e-5) and torch.allclose(
-            r @ r.T, eye, rtol=0, atol=1e-5
-        ):
-            continue
-        if k and torch.allclose(r, eye, atol=1e-6):
-            fail(ex, f"{what} is the identity: R_k must turn pair i by the angle k·w_i.")
-        pe_back = sinusoidal_encoding_at(positions - k, d, dtype=torch.float64)  # [m, d]
-        if k and torch.allclose(moved, pe_back, rtol=0, atol=1e-5):
+        wrapped, unwrapped = _readings(pe[0], pe[1])
+        last = d // 2 - 1
+        lam = [2 * math.pi * BASE ** (2 * i / d) for i in range(d // 2)]
+        if got == unwrapped[last] and got != wrapped[last]:
             fail(
                 ex,
-                f"{what} is R_(-k), the transpose: it moves PE back by k positions "
-                f"(R_(-k) PE(p) = PE(p - k)). Swap the signs of the two sin entries of each block.",
+                f"{what} returned {got}, off by the slowest pair's wavelength "
+                f"({fmt(lam[last], 5)} positions): its angle at p or q went past ±π, and an "
+                f"angle is known only modulo 2π. Wrap the difference of the angles into "
+                f"(-π, π] (or take the angle between the two (sin, cos) points directly).",
             )
-        pair = torch.arange(d) // 2  # [d]: the pair of each row and column
-        outside = (pair[:, None] != pair[None, :]) & (r.abs() > 1e-6)  # [d, d]
-        if outside.any():
-            row, col = (int(v) for v in outside.nonzero()[0])
-            fail(
-                ex,
-                f"{what} has a nonzero entry at row {row}, column {col}, outside the 2×2 blocks: "
-                f"pair i only mixes its own columns 2i and 2i+1, every other entry is 0.",
-            )
-        if not torch.allclose(r @ r.T, eye, rtol=0, atol=1e-5):
-            fail(
-                ex,
-                f"{what} is not orthogonal (R Rᵀ ≠ I): a rotation keeps every vector's length. "
-                f"Each 2×2 block holds cos kw_i and ±sin kw_i of one angle.",
-            )
-        bad = (moved - pe_pk).abs().amax(dim=1)  # [m]
-        j = int(bad.argmax())
-        col = int((moved[j] - pe_pk[j]).abs().argmax())
-        fail(
-            ex,
-            f"{what} @ PE({int(positions[j])}) differs from PE({int(positions[j]) + k}) by "
-            f"{fmt(bad[j], 3)} at column {col} (pair {col // 2}): check the angle k·w_i of "
-            f"that pair, w_i = 1/10000^(2i/d_model).",
-        )
-    passed(ex, "PE(p + k) = R_k PE(p) at every position tried, with the same R_k.")
-
-
-# --------------------------------------------------------------------------------------------
-# Exercise 4: what a learned table can answer for
-# --------------------------------------------------------------------------------------------
-
-
-def check_has_rows(
-    fn,
-    cases=(
-        (32, 32, 0),
-        (32, 33, 0),
-        (32, 31, 0),
-        (32, 1, 31),
-        (32, 1, 32),
-        (32, 10, 25),
-        (8, 3, 5),
-    ),
-) -> None:
-    """Lesson 4, exercise 4. ``fn(max_len, n_tokens, offset)`` says (True/False) whether a
-    learned position table with ``max_len`` rows can serve ``n_tokens`` tokens from position
-    ``offset`` on. Each case is put to a real :class:`~helpers.LearnedPositionalEmbedding`, and
-    the student's answer is compared with what it does."""
-    ex = "Exercise 4 (what a learned table can answer for)"
-    for max_len, n_tokens, offset in cases:
-        what = f"has_rows(max_len={max_len}, n_tokens={n_tokens}, offset={offset})"
-        got = call(ex, fn, max_len, n_tokens, offset, name="has_rows")
-        if got is None:
-            fail(ex, f"{what} returned None: did you forget to `return` True or False?")
-        if isinstance(got, np.bool_) or (
-            isinstance(got, torch.Tensor) and got.dtype == torch.bool and got.numel() == 1
-        ):
-            got = bool(got)
-        if not isinstance(got, bool):
-            fail(ex, f"{what} returned {got!r} ({type(got).__name__}); return True or False.")
-        try:
-            LearnedPositionalEmbedding(max_len, 2).encoding(n_tokens, offset)
-            served = True
-        except PositionOutOfRange:
-            served = False
-        if got == served:
-            continue
-        last = offset + n_tokens - 1
-        if served:
-            problem = (
-                f"the table has rows 0..{max_len - 1}, and the last position needed is {last}: "
-                f"every position {offset}..{last} has a row."
-            )
-            if last == max_len - 1:
-                problem = (
-                    f"the last position needed is {last} = max_len - 1, the table's last row: "
-                    f"a table with max_len rows holds a sequence of exactly max_len tokens. "
-                    f"Is your comparison off by one?"
+        for i in range(last - 1, -1, -1):
+            if got in (wrapped[i], unwrapped[i]):
+                fail(
+                    ex,
+                    f"{what} returned {got}: that is what pair {i} alone gives, and pair {i} "
+                    f"repeats every {fmt(lam[i], 4)} positions, so it cannot tell an offset "
+                    f"from one {fmt(lam[i], 4)} larger or smaller. Which pair turns slowly "
+                    f"enough to read an offset of this size?",
                 )
+        fail(
+            ex,
+            f"{what} returned {got}, which is not q - p: by C4.6 pair i of PE(q) is pair i of "
+            f"PE(p) turned by the angle (q - p)·w_i, with w_i = 1/10000^(2i/d_model) and pair i "
+            f"= (column 2i: sin, column 2i+1: cos).",
+        )
+    largest = max(abs(k) for _, _, k in cases)
+    passed(
+        ex,
+        f"all {len(cases)} offsets right, up to {largest:,} positions; at d_model = 16 an offset "
+        f"of 5,000 needs the slowest pair (pair 7, wavelength "
+        f"{fmt(2 * math.pi * BASE ** (14 / 16), 5)}): pair 6 repeats every "
+        f"{fmt(2 * math.pi * BASE ** (12 / 16), 4)} positions.",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 3: a probe for permutation-equivariance, tried on layers the lesson did not show
+# (C4.1, transfer)
+# --------------------------------------------------------------------------------------------
+
+
+class _Layer(nn.Module):
+    """A layer of the check, [1, n, d] -> [1, n, d], named for the verdicts."""
+
+    def __init__(self, name: str, forward, *modules: nn.Module):
+        super().__init__()
+        self.name = name
+        self._forward = forward
+        self.parts = nn.ModuleList(modules)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._forward(x)
+
+    def extra_repr(self) -> str:
+        return self.name
+
+
+def _probe_layers(n: int, d: int) -> list[tuple[_Layer, bool]]:
+    """The visible check's layers and whether each is permutation-equivariant (by construction:
+    C4.1 for attention without a mask and for anything that treats each row alike; a mask, a
+    position vector or a neighbour breaks it for every permutation that is not the identity)."""
+    from ..attention import MultiHeadAttention  # noqa: PLC0415 - the check's own layers
+
+    with torch.random.fork_rng(), torch.no_grad():  # the caller's random stream is left alone
+        torch.manual_seed(401)  # the layers' weights: the same on every run
+        attention = MultiHeadAttention(d, 2).double().eval()
+        causal = MultiHeadAttention(d, 2, causal=True).double().eval()
+        mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d)).double()
+        pe = sinusoidal_encoding_at(range(n), d, dtype=torch.float64)  # [n, d]
+    return [
+        (_Layer("self-attention without a mask", attention, attention), True),
+        (_Layer("causal self-attention", causal, causal), False),
+        (_Layer("the same two-layer network applied to each row", mlp, mlp), True),
+        (_Layer("self-attention after adding PE(p) to row p", lambda x: attention(x + pe)), False),
+        (
+            _Layer("each row minus the mean of all rows", lambda x: x - x.mean(1, keepdim=True)),
+            True,
+        ),
+        (
+            _Layer(
+                "each row minus the row before it (row 0 kept)",
+                lambda x: torch.cat([x[:, :1], x[:, 1:] - x[:, :-1]], dim=1),
+            ),
+            False,
+        ),
+    ]
+
+
+def _as_verdict(ex: str, got, what: str) -> bool:
+    if isinstance(got, np.bool_) or (
+        isinstance(got, torch.Tensor) and got.dtype == torch.bool and got.numel() == 1
+    ):
+        got = bool(got)
+    if not isinstance(got, bool):
+        fail(ex, f"{what} returned {got!r} (a {type(got).__name__}); return True or False.")
+    return got
+
+
+def check_permutation_probe(fn) -> None:
+    """Lesson 4, exercise 3 (C4.1, transfer). ``fn(layer, x)`` says (True/False) whether
+    ``layer`` ([1, n, d] -> [1, n, d]) is permutation-equivariant, by experiment on ``x``
+    [1, n, d] (float64). Tried on six layers, three of each kind, most of them not shown in
+    the lesson; a wrong verdict is explained from the layer's real behaviour on that ``x``."""
+    ex = "Exercise 3 (a probe for permutation-equivariance)"
+    name = "is_permutation_equivariant"
+    n, d = 6, 8
+    g = torch.Generator().manual_seed(7)
+    said = []
+    for layer, truth in _probe_layers(n, d):
+        x = torch.randn(1, n, d, dtype=torch.float64, generator=g)  # [1, n, d]
+        what = f"{name}({layer.name}, x)"
+        got = _as_verdict(
+            ex,
+            call_described(ex, fn, (layer, x.clone()), name=name, shown=f"<{layer.name}>, x"),
+            what,
+        )
+        said.append((layer.name, got))
+        if got == truth:
+            continue
+        swap = [1, 0, *range(2, n)]  # positions 0 and 1 exchanged
+        with torch.no_grad():
+            gap = float((layer(x[:, swap]) - layer(x)[:, swap]).abs().max())
+        if truth:
+            problem = (
+                f"this layer is permutation-equivariant: layer(x[:, order]) equals "
+                f"layer(x)[:, order] for every order (here, with positions 0 and 1 swapped, "
+                f"they agree {'exactly' if gap == 0 else f'to within {gap:.1e}'}). Did you permute the output rows the same way as the input rows "
+                f"before comparing? Compare with a tolerance (torch.allclose): sums taken in "
+                f"another order differ in the last digits."
+            )
         else:
             problem = (
-                f"the last position needed is {last}, but the table only has rows "
-                f"0..{max_len - 1}: it has no row for position {last}."
+                f"this layer is not permutation-equivariant: with positions 0 and 1 swapped, "
+                f"layer(x[:, order]) and layer(x)[:, order] differ by up to {fmt(gap, 2)}. Does "
+                f"your probe really permute something (an order that is not the identity), and "
+                f"compare layer(x[:, order]) with layer(x)[:, order]?"
             )
-            if last == max_len:
-                problem += " (Position max_len itself is already one too many: rows start at 0.)"
-            if offset and n_tokens <= max_len:
-                problem += f" The sequence starts at position {offset}: did you forget the offset?"
         fail(ex, f"{what} returned {got}: {problem}")
-    passed(ex, "a learned table serves positions 0..max_len-1 and nothing beyond.")
+    shown = "; ".join(f"{layer_name}: {'yes' if got else 'no'}" for layer_name, got in said)
+    passed(ex, f"your probe's verdicts: {shown}. Compare them with your predictions.")
 
 
 # --------------------------------------------------------------------------------------------
-# Exercise 5: rotary position in the half-split layout (C4.8, transfer)
+# 04b, exercise 1: rotary position in the half-split layout (C4.8, transfer)
 # --------------------------------------------------------------------------------------------
 
 
@@ -386,13 +403,13 @@ def _rates(d: int) -> torch.Tensor:
 
 def _rotary_output(ex, fn, x, positions, name):
     what = f"{name}(x of shape {list(x.shape)}, positions)"
-    got = call_refusing(ex, fn, (x.clone(), positions.clone()), FORBIDDEN["l4_ex5"], name=name)
+    got = call_refusing(ex, fn, (x.clone(), positions.clone()), FORBIDDEN["l4b_ex1"], name=name)
     got = as_tensor(ex, got, name=what, shape=tuple(x.shape), layout="[n, d], like x")
     return got.detach().to(torch.float64), what
 
 
 def check_rotary_half_split(fn) -> None:
-    """Lesson 4, exercise 5 (C4.8, transfer). ``fn(x, positions)`` turns row p of ``x`` [n, d]
+    """Lesson 4, Going further (04b), exercise 1 (C4.8, transfer). ``fn(x, positions)`` turns row p of ``x`` [n, d]
     in Llama's half-split layout: pair i is columns (i, i + d/2), turned by the angle
     ``positions[p] * w_i``: ``out[i] = c x[i] - s x[i + d/2]``, ``out[i + d/2] = s x[i] + c x[i + d/2]``.
 
@@ -402,7 +419,7 @@ def check_rotary_half_split(fn) -> None:
     of x_c times the answer's own turned unit vectors: a rotation is linear), and the score of
     a query at p and a key at q depends only on p - q. Calling the course's ``apply_rotary`` or
     ``rotation_matrix`` is refused (:data:`FORBIDDEN`)."""
-    ex = "Exercise 5 (rotary position, half-split layout)"
+    ex = "Exercise 1 (rotary position, half-split layout)"
     name = "rotary_half_split"
     for d, n in ((8, 6), (16, 5), (4, 7)):
         half = d // 2
@@ -527,7 +544,7 @@ def check_rotary_half_split(fn) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Exercise 6: ALiBi's bias for any number of heads (C4.8, predict then verify)
+# 04b, exercise 2: ALiBi's bias for any number of heads (C4.8, predict then verify)
 # --------------------------------------------------------------------------------------------
 
 
@@ -535,7 +552,7 @@ def _alibi_slopes_of(ex, fn, n_heads: int, n: int = 5) -> torch.Tensor:
     """The student's bias for (n_heads, n), checked to be -m_h |p - q|; returns the m_h."""
     name = "alibi_bias_for"
     what = f"{name}({n_heads}, {n})"
-    got = call_refusing(ex, fn, (n_heads, n), FORBIDDEN["l4_ex6"], name=name)
+    got = call_refusing(ex, fn, (n_heads, n), FORBIDDEN["l4b_ex2"], name=name)
     got = as_tensor(ex, got, name=what, shape=(n_heads, n, n), layout="[n_heads, n, n]")
     b = got.detach().to(torch.float64)
     idx = torch.arange(n)
@@ -559,13 +576,13 @@ def _alibi_slopes_of(ex, fn, n_heads: int, n: int = 5) -> torch.Tensor:
 
 
 def check_alibi_bias(fn) -> None:
-    """Lesson 4, exercise 6 (C4.8). ``fn(n_heads, n)`` returns ALiBi's bias [n_heads, n, n],
+    """Lesson 4, Going further (04b), exercise 2 (C4.8). ``fn(n_heads, n)`` returns ALiBi's bias [n_heads, n, n],
     ``-m_h |p - q|``. Tested by properties: the shape, a zero diagonal, symmetry, a straight line
     in the distance; for a power of two, slopes ``m_h = 2^(-8h/n_heads)`` (the geometric sequence
     of the paper); for any other count, the paper's recipe read against the student's own answers:
     the slopes of the closest power of two N below, then every other slope of 2N heads. Calling
     the course's ``alibi_bias`` or ``alibi_slopes`` is refused (:data:`FORBIDDEN`)."""
-    ex = "Exercise 6 (ALiBi's bias for any number of heads)"
+    ex = "Exercise 2 (ALiBi's bias for any number of heads)"
     for h in (1, 2, 4, 8, 16):
         m = _alibi_slopes_of(ex, fn, h)
         first = 2.0 ** (-8.0 / h)

@@ -46,14 +46,13 @@ _COURSE_NORMS = tuple(
 
 #: Exercises that differ from the default, by the solution cell's grade_id.
 SPECS: dict[str, Spec] = {
-    # answers that a lesson's own helper computes outright (the lesson uses it in its cells):
-    # calling it scores 0 (helpers.grading sees the course's functions an answer calls)
-    "l4_ex2": Spec(forbid=("helpers.positional.wavelengths", "helpers.positional.angle_rates")),
-    "l4_ex3": Spec(forbid=("helpers.positional.rotation_matrix",)),
-    # ex 5 and 6 (C4.8) write rotary (half-split) and ALiBi's bias: not the library's versions
-    # (the visible checks refuse the same names: helpers.checks.position.FORBIDDEN)
-    "l4_ex5": Spec(forbid=position.FORBIDDEN["l4_ex5"]),
-    "l4_ex6": Spec(forbid=position.FORBIDDEN["l4_ex6"]),
+    # lesson 4 (core): ex 1 a pair index, ex 2 an offset (whole numbers, compared exactly), ex 3
+    # a probe's verdicts (bools): the defaults. Its companion 04b: ex 1 and 2 (C4.8) write rotary
+    # (half-split) and ALiBi's bias: not the library's versions, which compute the answer
+    # outright (helpers.grading sees the course's functions an answer calls; the visible checks
+    # refuse the same names: helpers.checks.position.FORBIDDEN)
+    "l4b_ex1": Spec(forbid=position.FORBIDDEN["l4b_ex1"]),
+    "l4b_ex2": Spec(forbid=position.FORBIDDEN["l4b_ex2"]),
     # lesson 5 ex. 1, layer norm from the formula: no normalization function of torch (checked:
     # nn.LayerNorm, F.layer_norm, torch.layer_norm and aten.layer_norm report "layer_norm";
     # x - mean under F.rms_norm, x.view(-1, 1, d) under group/instance/batch norm are LN too)
