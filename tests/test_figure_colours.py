@@ -156,6 +156,13 @@ def _next_token():
     plot_next_token_distribution(probs, kept, [chr(97 + i % 26) for i in range(30)])
 
 
+def _loss_by_position():  # 04b's four schemes (lesson 4 draws the first alone)
+    from helpers.plots.length import plot_loss_by_position
+
+    runs = [[2.0 + 0.1 * (t > 3) for t in range(8)]] * 2
+    plot_loss_by_position({k: runs for k in ("sinusoidal", "rotary", "alibi", "none")}, 4)
+
+
 def _static_figures():
     from helpers import sinusoidal_encoding
     from helpers.plots import depth, feedforward, position, residual, tying
@@ -164,6 +171,7 @@ def _static_figures():
     return {
         "lesson 4 waves": lambda: position.plot_waves(pe, columns=(8, 9, 20, 40)),
         "lesson 4 wavelengths": lambda: position.plot_wavelengths(64),
+        "lesson 4 (C4.7, 04b) loss by position": _loss_by_position,
         "lesson 5 per-layer (5 curves)": _per_layer_five,
         "lesson 5 exercise 3 curves": lambda: residual.plot_mystery_curves([3, 2, 1], [1, 2, 3]),
         "lesson 5 C5.7 warm-up cell": _warmup_cell,

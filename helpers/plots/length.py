@@ -13,13 +13,14 @@ import numpy as np
 from .. import _validate as check
 from ..figures import describe
 from ..printing import fmt
+from ._common import PALETTE, STYLES
 from ._common import axes as _axes
 
-__all__ = ["plot_loss_by_position", "STYLES"]
+__all__ = ["plot_loss_by_position"]
 
-#: One (colour, line style) per curve set: Okabe and Ito's colour-blind-safe colours, and a line
-#: style each, so that no two sets are told apart by colour alone.
-STYLES = (("#0072B2", "-"), ("#D55E00", "--"), ("#009E73", "-."), ("#CC79A7", ":"))
+#: At most this many curve sets: one colour of the course's palette and one line style each, so
+#: that no two are told apart by colour alone.
+MAX_SETS = 4
 
 
 def _curves(name, runs) -> np.ndarray:
@@ -53,8 +54,8 @@ def plot_loss_by_position(curves: dict, train_len: int, ax=None):
             "curves must be a dict {label: [per-position losses, one list per seed]}, "
             f"got {type(curves).__name__}"
         )
-    if len(curves) > len(STYLES):
-        raise ValueError(f"curves may hold at most {len(STYLES)} labels, got {len(curves)}")
+    if len(curves) > MAX_SETS:
+        raise ValueError(f"curves may hold at most {MAX_SETS} labels, got {len(curves)}")
     tables = {str(name): _curves(name, runs) for name, runs in curves.items()}
     lengths = {t.shape[1] for t in tables.values()}
     if len(lengths) != 1:
@@ -66,7 +67,8 @@ def plot_loss_by_position(curves: dict, train_len: int, ax=None):
     ax = _axes(ax, (7, 3.0))
     positions = np.arange(n)
     means, parts = [], []
-    for (name, table), (colour, style) in zip(tables.items(), STYLES, strict=False):
+    for i, (name, table) in enumerate(tables.items()):
+        colour, style = PALETTE[i], STYLES[i]["ls"]
         for run in table:
             ax.plot(positions, run, color=colour, ls=style, lw=0.5, alpha=0.35)
         mean = table.mean(axis=0)  # [n]
