@@ -137,17 +137,24 @@ def _check_model(model):
     return model
 
 
-def _attend_cached(mha, x: torch.Tensor, cache: list, offset: int) -> torch.Tensor:
+def _attend_cached(
+    mha, x: torch.Tensor, cache: list, offset: int, last_only: bool = False
+) -> torch.Tensor:
     """The attention of ``mha`` for the rows x [B, m, d] at positions offset..offset+m-1, given
-    the keys and values of positions 0..offset-1 in ``cache`` ([K, V] or empty; extended here)."""
+    the keys and values of positions 0..offset-1 in ``cache`` ([K, V] or empty; extended here).
+    ``last_only``: the output of the last row only [B, 1, d] (every row still gives its key and
+    value)."""
     b, m, d = x.shape
-    q = mha._split(mha.q_proj(x))  # [B, h, m, d_head]
+    q = mha._split(mha.q_proj(x[:, -1:] if last_only else x))  # [B, h, m or 1, d_head]
     k = mha._split(mha.k_proj(x))  # [B, h, m, d_head]
     v = mha._split(mha.v_proj(x))  # [B, h, m, d_head]
     positions = torch.arange(offset, offset + m)  # [m]
     if mha.positional == "rotary":
-        q = apply_rotary(q, positions, base=mha.rotary_base)
         k = apply_rotary(k, positions, base=mha.rotary_base)
+    if last_only:
+        positions, m = positions[-1:], 1  # the queries: the last row only
+    if mha.positional == "rotary":
+        q = apply_rotary(q, positions, base=mha.rotary_base)
     if cache:
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # [B, h, t, dh]
     cache[:] = [k, v]
@@ -165,26 +172,34 @@ def _attend_cached(mha, x: torch.Tensor, cache: list, offset: int) -> torch.Tens
     return mha.out_proj(out.transpose(1, 2).reshape(b, m, d))  # [B, m, d_model]
 
 
-def _residual(residual, x: torch.Tensor, sublayer) -> torch.Tensor:
+def _residual(residual, x: torch.Tensor, sublayer, last_only: bool = False) -> torch.Tensor:
+    """x [B, m, d] through one residual sublayer; ``last_only``: ``sublayer`` returns the last
+    row only, and so does this [B, 1, d]."""
+    skip = x[:, -1:] if last_only else x
     if residual.norm_placement == "pre":
-        return x + sublayer(residual.norm(x))
+        return skip + sublayer(residual.norm(x))
     if residual.norm_placement == "post":
-        return residual.norm(x + sublayer(x))
-    return x + sublayer(x)
+        return residual.norm(skip + sublayer(x))
+    return skip + sublayer(x)
 
 
 def _cached_logits(model, tokens: torch.Tensor, caches: list, offset: int) -> torch.Tensor:
     """The logits of the last of ``tokens`` [B, m] (at positions offset..offset+m-1), the
     earlier positions' keys and values being in ``caches`` (one list per block): equal to
-    ``model(all tokens so far)[:, -1]`` (tested), at the cost of m positions instead of all."""
+    ``model(all tokens so far)[:, -1]`` (tested), at the cost of m positions instead of all.
+    The last block computes its last row only: no later block reads the others."""
     h = model.token_embedding(tokens)  # [B, m, d]
     if model.scale_embeddings:
         h = h * math.sqrt(model.config.d_model)
     if model.config.positional in ("sinusoidal", "learned"):
         h = model.position(h, offset=offset)  # [B, m, d]: rows offset..offset+m-1 of the table
-    for block, cache in zip(model.blocks, caches, strict=True):
-        mha = block.attention
-        h = _residual(block.attn, h, lambda x, m=mha, c=cache: _attend_cached(m, x, c, offset))
+    last = len(model.blocks) - 1
+    for i, (block, cache) in enumerate(zip(model.blocks, caches, strict=True)):
+        mha, only = block.attention, i == last
+        h = _residual(
+            block.attn, h, lambda x, m=mha, c=cache, o=only: _attend_cached(m, x, c, offset, o),
+            last_only=only,
+        )  # fmt: skip
         h = _residual(block.ffn, h, block.feedforward)  # position by position
     return model.lm_head(model.final_norm(h[:, -1:]))[:, -1]  # [B, V]
 
@@ -271,9 +286,9 @@ def generate(
                 length = n - start + len(new)  # what the cache holds, plus the new token
                 if start == 0 and (limit is None or length <= limit):
                     logits = _cached_logits(model, token, caches, length - 1)
-                else:  # the window of the last `limit` tokens, recomputed
+                else:  # the window of the last `limit` tokens, recomputed (as model(window))
                     window = torch.cat([out, *new], dim=1)[:, -limit:]
-                    logits = model(window)[:, -1]  # [B, V]
+                    logits = _cached_logits(model, window, [[] for _ in model.blocks], 0)
             return torch.cat([out, *new], dim=1)
     finally:
         model.train(was_training)

@@ -940,3 +940,75 @@ def test_context_bad_arguments():
         model.generate(prompt, 2, context=0)
     with pytest.raises(TypeError, match="context"):
         model.generate(prompt, 2, context=2.5)
+
+
+# ---- the cache against the plain loop: the same tokens -------------------------------------------
+
+
+def _sample_by_full_forward(model, tokens, n, temperature, top_k, generator, window=None):
+    """C9.2's sampling loop written plainly, no cache: the whole sequence (or its last
+    ``window`` tokens) through the model at every step, the same draw as ``generate`` (on one
+    thread too, as it runs)."""
+    from helpers.reproducible import one_thread
+
+    with torch.no_grad(), one_thread():
+        for _ in range(n):
+            context = tokens if window is None else tokens[:, -window:]
+            probs = next_token_probs(model(context)[:, -1], temperature, top_k)
+            nxt = (
+                probs.argmax(-1, keepdim=True)
+                if temperature == 0
+                else torch.multinomial(probs, 1, generator=generator)
+            )
+            tokens = torch.cat([tokens, nxt], dim=1)
+    return tokens
+
+
+@pytest.mark.parametrize(
+    ("positional", "norm", "context"),
+    [("sinusoidal", "pre", 6), ("learned", "post", None), ("rotary", "pre", 5),
+     ("alibi", "post", 7), ("none", "pre", None)],
+)  # fmt: skip
+def test_C9_2_cached_generation_draws_the_tokens_of_the_plain_loop(positional, norm, context):
+    model = _model(positional=positional, norm=norm, n_layers=3).eval()
+    prompt = _prompt(n=4, seed=5)
+    window = context or (SMALL["max_len"] if positional == "learned" else None)
+    compared = 0
+    for seed, temperature, top_k in [(0, 1.0, None), (1, 0.7, 3), (2, 1.6, None), (3, 0.0, None),
+                                     (4, 1.2, 8), (5, 0.4, 1)]:  # fmt: skip
+        got = generate(
+            model, prompt, 16, temperature, top_k, torch.Generator().manual_seed(seed), context
+        )
+        want = _sample_by_full_forward(
+            model, prompt, 16, temperature, top_k, torch.Generator().manual_seed(seed), window
+        )
+        assert torch.equal(got, want), (seed, temperature, top_k)
+        compared += 1
+    assert compared == 6
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rotary", "alibi", "none"])
+@pytest.mark.parametrize("norm", ["pre", "post"])
+def test_C9_2_a_window_in_one_pass_gives_the_full_forward_s_last_logits(positional, norm):
+    model = _model(positional=positional, norm=norm, n_layers=3).eval()
+    tokens = _prompt(n=12, seed=4)
+    with torch.no_grad():
+        got = _cached_logits(model, tokens, [[] for _ in model.blocks], 0)  # last block: 1 row
+        want = model(tokens)[:, -1]
+    torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_C9_2_the_shipped_model_writes_the_same_text_with_and_without_the_cache():
+    from helpers.checkpoint import load_checkpoint
+
+    shipped = load_checkpoint()
+    writer = shipped.model.to(torch.float32)  # the explorer's writer: float32
+    prompt = shipped.tokenizer.encode("First Citizen:")[None]
+    context = writer.config.max_len  # 96: past it, the window slides
+    for seed, temperature, top_k in [(0, 1.0, None), (1, 0.8, 10)]:
+        got = generate(writer, prompt, 110, temperature, top_k, torch.Generator().manual_seed(seed),
+                       context)  # fmt: skip
+        want = _sample_by_full_forward(
+            writer, prompt, 110, temperature, top_k, torch.Generator().manual_seed(seed), context
+        )
+        assert torch.equal(got, want), (seed, temperature, top_k)
