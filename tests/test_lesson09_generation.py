@@ -15,6 +15,7 @@ from helpers.generation import _cached_logits
 from helpers.plots.generation import char_label
 from helpers.text import CharTokenizer
 
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 SMALL = dict(vocab_size=13, d_model=16, n_layers=2, n_heads=2, max_len=12)
 
 
@@ -597,43 +598,161 @@ def _stub(*args):
     raise NotImplementedError()
 
 
-# exercise 1
+# exercise 1: the temperature at which the top token has probability q
 
 
-def temperature_right(logits, temperature):
-    return torch.softmax(logits / temperature, dim=-1)
+def _top(z, T):
+    return torch.softmax(z.double() / T, dim=-1).max().item()
 
 
-def temperature_right_by_hand(logits, temperature):
-    z = logits / temperature
-    e = torch.exp(z - z.max(dim=-1, keepdim=True).values)
-    return e / e.sum(dim=-1, keepdim=True)
+def temperature_bisect_log(logits, q):  # bisection on log T (the notebook's way)
+    lo, hi = math.log(0.01), math.log(100.0)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _top(logits, math.exp(mid)) > q else (lo, mid)
+    return math.exp((lo + hi) / 2)
 
 
-def test_check_apply_temperature_accepts_right_answers(capsys):
-    for answer in (temperature_right, temperature_right_by_hand):
-        checks.check_apply_temperature(answer)
-        assert capsys.readouterr().out.startswith("✓ Exercise 1")
+def temperature_bisect_beta(logits, q):  # bisection on the inverse temperature, in float32
+    lo, hi = 0.01, 100.0  # beta = 1 / T: p_max rises with beta
+    while hi - lo > 1e-9 * hi:
+        mid = (lo + hi) / 2
+        p = torch.softmax(logits.float() * mid, dim=-1).max()
+        lo, hi = (mid, hi) if p < q else (lo, mid)
+    return torch.tensor(1 / ((lo + hi) / 2))  # a 0-d tensor is a number too
+
+
+def temperature_newton(logits, q):  # Newton on log T with the library's softmax
+    z = logits.double()
+    u = 0.0  # log T
+    for _ in range(200):
+        p = next_token_probs(z, temperature=math.exp(u))
+        top = int(p.argmax())
+        # d p_max / d log T = -p_max * (z_max - E_p[z]) / T
+        grad = -float(p[top] * (z[top] - (p * z).sum())) / math.exp(u)
+        if abs(float(p[top]) - q) < 1e-12 or grad == 0:
+            break
+        u = min(max(u - (float(p[top]) - q) / grad, math.log(0.01)), math.log(100.0))
+    return math.exp(u)
+
+
+def temperature_grid_then_bisect(logits, q):  # a coarse scan for the bracket, then halving
+    Ts = [10 ** (k / 4) for k in range(-8, 9)]
+    i = next(k for k, T in enumerate(Ts) if _top(logits, T) <= q)
+    lo, hi = Ts[i - 1], Ts[i]
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _top(logits, mid) > q else (lo, mid)
+    return hi
+
+
+HONEST_TEMPERATURES = (
+    temperature_bisect_log,
+    temperature_bisect_beta,
+    temperature_newton,
+    temperature_grid_then_bisect,
+)
+
+
+@pytest.mark.parametrize("answer", HONEST_TEMPERATURES, ids=lambda f: f.__name__)
+def test_check_temperature_for_accepts_right_answers_written_differently(answer, capsys):
+    checks.check_temperature_for(answer)
+    assert capsys.readouterr().out.startswith("✓ Exercise 1")
+
+
+def _two_token(logits, q):
+    top2 = logits.double().topk(2).values
+    return float((top2[0] - top2[1]) / math.log(q / (1 - q)))
+
+
+def _wrong_direction(logits, q):  # the halving kept the wrong half: ends at an end
+    lo, hi = 0.01, 100.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if _top(logits, mid) > q else (mid, hi)
+    return (lo + hi) / 2
+
+
+def _early_stop(logits, q):  # 8 halvings of [0.01, 100] on log T: not close enough
+    lo, hi = math.log(0.01), math.log(100.0)
+    for _ in range(8):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _top(logits, math.exp(mid)) > q else (lo, mid)
+    return math.exp((lo + hi) / 2)
 
 
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
         (_stub, "not implemented yet"),
-        (lambda z, T: torch.softmax(z * T, dim=-1), "multiplied by the temperature"),
-        (lambda z, T: torch.softmax(z, dim=-1), "does not depend on the temperature"),
-        (lambda z, T: z / T, "returned logits / T, not probabilities"),
-        (lambda z, T: torch.softmax(z, dim=-1) / T, "not 1"),
-        (lambda z, T: torch.softmax(z / T, dim=0), "down the first axis"),
-        (lambda z, T: torch.exp(z / T), "not 1"),
-        (lambda z, T: torch.softmax(z / T, dim=-1)[..., :-1], "shape"),
-        (lambda z, T: torch.softmax(z.div_(T), dim=-1), "in place"),
-        (lambda z, T: torch.softmax(z / (T + 0.1), dim=-1), "is not softmax(logits / T)"),
-        (lambda z, T: next_token_probs(z, T), "next_token_probs"),
+        (lambda z, q: None, "is None"),
+        (lambda z, q: torch.softmax(z, -1), "should be a number"),
+        (lambda z, q: -temperature_bisect_log(z, q), "a temperature is > 0"),
+        (lambda z, q: 1 / temperature_bisect_log(z, q), "inverse temperature"),
+        (_two_token, "the other tokens take their share"),
+        (_early_stop, "search further"),
+        (_wrong_direction, "the top probability falls as T grows"),
+        (lambda z, q: 1.0, "not"),
+        (lambda z, q: temperature_bisect_log(z.div_(1.0).mul_(2), q), "in place"),
     ],
 )
-def test_check_apply_temperature_names_the_problem(answer, expected):
-    assert expected in _failure(checks.check_apply_temperature, answer)
+def test_check_temperature_for_names_the_problem(answer, expected):
+    assert expected in _failure(checks.check_temperature_for, answer)
+
+
+def test_top_probability_is_softmax_max_and_refuses_bad_arguments():
+    z = torch.tensor([1.0, 3.0, 2.0])
+    assert checks.top_probability(z, 1.0) == pytest.approx(float(torch.softmax(z, -1)[1]))
+    assert checks.top_probability(z, 1e-3) == pytest.approx(1.0)
+    for bad in (0, -1.0, float("nan"), "1"):
+        with pytest.raises(ValueError, match="temperature"):
+            checks.top_probability(z, bad)
+    with pytest.raises(ValueError, match="1-D"):
+        checks.top_probability(z[None], 1.0)
+
+
+def _exercise_cells():
+    import nbformat
+
+    nb = nbformat.read(ROOT / "notebooks" / "09_the_full_model.ipynb", as_version=4)
+    return {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+
+
+def test_C9_2_honest_temperatures_score_full_marks_through_the_grader(tmp_path, monkeypatch):
+    """The hidden cases of l9_ex1, run with the notebook's solution as the reference and with each
+    honest variant, judged by tools/grading's verdicts: all full marks; a wrong answer loses."""
+    import json
+
+    from tools.grading.verdicts import judge
+
+    cells = _exercise_cells()
+    hidden = cells["l9_ex1_check"].source
+    hidden = hidden[hidden.index("### BEGIN HIDDEN TESTS") : hidden.index("### END HIDDEN TESTS")]
+    logits = 2 * torch.randn(65, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+
+    def records(answer):
+        log = tmp_path / f"{answer.__name__}.jsonl"
+        monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+        import helpers.grading as grading
+
+        grading._cases.clear()
+        space = {"torch": torch, "temperature_for": answer, "logits": logits}
+        exec(hidden, space)  # noqa: S102 - the course's own hidden cells
+        out = {}
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            out.setdefault(entry["case"], []).append(entry)
+        return out
+
+    space = {"torch": torch, "math": math, "fmt": lambda x, decimals=3: f"{x:.{decimals}f}",
+             "logits": logits, "print": lambda *a: None}  # fmt: skip
+    exec(cells["l9_ex1"].source, space)  # noqa: S102 - the notebook's solution
+    reference = records(space["temperature_for"])
+    assert len(reference) == 4
+    for answer in HONEST_TEMPERATURES:
+        assert judge("l9_ex1", reference, records(answer)).correct, answer.__name__
+    for wrong in (_two_token, _early_stop, _wrong_direction):
+        assert not judge("l9_ex1", reference, records(wrong)).correct, wrong.__name__
 
 
 # exercise 2
@@ -877,7 +996,7 @@ def test_check_top_p_filter_names_the_problem(answer, expected):
 def test_checks_never_show_an_expected_value():
     """The verdicts name what is wrong, never the right numbers: a wrong answer's message holds
     no probability of the right answer."""
-    message = _failure(checks.check_apply_temperature, lambda z, T: torch.softmax(z * T, -1))
+    message = _failure(checks.check_temperature_for, _two_token)
     assert "expected" not in message
     message = _failure(checks.check_greedy_decode, _greedy_first_position)
     assert "expected" not in message
@@ -904,11 +1023,10 @@ def test_C9_2_grader_sees_the_library_calls_the_checks_refuse(tmp_path, monkeypa
     record("l9_test_a", _greedy_library, model, tokens, 2)
     record("l9_test_b", _greedy_library_function, model, tokens, 2)
     record("l9_test_c", greedy_right, model, tokens, 2)
-    record("l9_test_d", lambda z, T: next_token_probs(z, T), torch.randn(2, 3), 0.5)
-    a, b, c, d = (set(json.loads(line)["calls"]) for line in log.read_text().splitlines())
+    a, b, c = (set(json.loads(line)["calls"]) for line in log.read_text().splitlines())
     forbid = set(spec_for("l9_ex2").forbid)
     assert a & forbid and b & forbid and not c & forbid
-    assert d & set(spec_for("l9_ex1").forbid)
+    assert not spec_for("l9_ex1").forbid  # exercise 1 may use any function (next_token_probs)
 
 
 # ---- context: a sliding window of the last `context` tokens --------------------------------------

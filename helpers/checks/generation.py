@@ -9,15 +9,17 @@ define the nucleus).
 The three exercises (for the notebook's cells)
 ----------------------------------------------
 
-Exercise 1 (grade id ``l9_ex1``, C9.2): ``apply_temperature(logits, temperature)``
-    ``logits`` [..., vocab_size] float tensor, ``temperature`` a number > 0; returns the
-    probabilities softmax(logits / temperature) over the last axis, a tensor of the shape of
-    ``logits``. ``torch.softmax`` is allowed (the point is the division by T);
-    ``helpers.generation.next_token_probs`` is not (refused here and by the grader).
-    Check cell: ``generation.check_apply_temperature(apply_temperature)``.
-    Hidden cases record ``apply_temperature(logits, T)`` on logits drawn from a seeded
-    ``torch.Generator`` the notebook never uses, e.g. [2, 5] float32 at T = 0.7, [4, 11] float64
-    at T = 1.5, [6] (1-D) float64 at T = 0.25.
+Exercise 1 (grade id ``l9_ex1``, C9.2, predict then verify): ``temperature_for(logits, q)``
+    ``logits`` [vocab_size] (1-D) float tensor with one largest entry, ``q`` a number with
+    1/vocab_size < q < 1; returns the temperature T > 0 (a number) at which the most likely
+    token of softmax(logits / T) has probability q. The top probability falls as T grows
+    (from 1 toward 1/V), so a search (bisection on T or log T, Newton, ...) finds it; every case
+    needs T between 0.01 and 100. Any course function may be used (``next_token_probs`` too).
+    Check cell: ``generation.check_temperature_for(temperature_for)``.
+    Hidden cases record :func:`top_probability` at the answer's T (compared with the grade's
+    default tolerance, so any T meeting |p_top - q| <= 1e-5 + 1e-4 q scores), on logits drawn
+    from a seeded ``torch.Generator`` the notebook never uses: e.g. V = 65 at q = 0.5,
+    V = 20 float32 at q = 0.95, V = 12 at q = 0.15, and the lesson's prompt's own logits.
 
 Exercise 2 (``l9_ex2``, C9.2): ``greedy_decode(model, tokens, n)``
     ``model`` a :class:`~helpers.TransformerLM`, ``tokens`` [batch, len] torch.long ids, ``n``
@@ -46,18 +48,25 @@ lesson): ``top_p_filter(logits, p)``
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..grading import _CourseCalls
 from ..model import TransformerLM
-from ._core import ExerciseFailed, as_tensor, call_described, fail, passed
+from ._core import ExerciseFailed, as_number, as_tensor, call_described, fail, passed
 
-__all__ = ["check_apply_temperature", "check_greedy_decode", "check_top_p_filter", "FORBIDDEN"]
+__all__ = [
+    "check_temperature_for",
+    "top_probability",
+    "check_greedy_decode",
+    "check_top_p_filter",
+    "FORBIDDEN",
+]
 
 #: The course functions each exercise may not call (the grader's lists in tools/grading/spec.py
 #: are these): they compute the answer outright.
 FORBIDDEN = {
-    "l9_ex1": ("helpers.generation.next_token_probs",),
     "l9_ex2": (
         "helpers.generation.GenerationMixin.generate",  # model.generate(...)
         "helpers.generation.generate",
@@ -135,47 +144,84 @@ def _probabilities(ex: str, got, logits: torch.Tensor, name: str) -> torch.Tenso
 
 # --- exercise 1 ---------------------------------------------------------------------------------
 
+#: Exercise 1's tolerance, the grade's (tools/grading/spec.py's default rtol and atol, applied to
+#: the top probability at the answer's temperature): |p_top(T) - q| <= ATOL + RTOL * q.
+RTOL, ATOL = 1e-4, 1e-5
 
-def check_apply_temperature(apply_temperature) -> None:
-    """Exercise 1 (C9.2): ``apply_temperature(logits, temperature)`` = softmax(logits / T) over
-    the last axis. Tested by its relations: every row sums to 1 and log p_i - log p_j =
-    (z_i - z_j) / T for every pair of tokens (which only softmax(z / T) satisfies)."""
-    ex = "Exercise 1 (softmax with a temperature)"
-    cases = (((3, 7), 0.5, torch.float64), ((2, 9), 2.0, torch.float32), ((8,), 1.0, torch.float64),
-             ((4, 5), 0.25, torch.float64))  # fmt: skip
-    for i, (shape, T, dtype) in enumerate(cases):
-        logits = _logits(shape, 90 + i, dtype)
+
+def top_probability(logits: torch.Tensor, temperature: float) -> float:
+    """Lesson 9, exercise 1: the largest entry of softmax(logits / T), computed in float64:
+    p_top(T) = 1 / sum_j exp((z_j - z_max) / T). It falls as T grows, from 1 (one largest logit,
+    T -> 0) toward 1/V (T -> infinity). The grade records it at the answer's T."""
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
+        raise ValueError("logits must be a 1-D tensor [vocab_size]")
+    if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)
+            and temperature > 0):  # fmt: skip
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    z = logits.detach().to(torch.float64)
+    return float(torch.softmax(z / temperature, dim=-1).max())
+
+
+#: The visible check's cases: (vocabulary size, scale of the logits, q, dtype); the needed T runs
+#: from about 0.03 to about 30 and the hidden cases stay in the same range.
+_TEMPERATURE_CASES = (
+    (11, 1.0, 0.9, torch.float32),
+    (65, 2.0, 0.5, torch.float64),
+    (30, 2.0, 0.999, torch.float64),
+    (8, 3.0, 0.2, torch.float64),
+    (40, 0.5, 0.05, torch.float32),
+)
+
+
+def _two_token_temperature(z: torch.Tensor, q: float) -> float:
+    top2 = z.topk(2).values
+    return float((top2[0] - top2[1]) / math.log(q / (1 - q)))
+
+
+def check_temperature_for(temperature_for) -> None:
+    """Exercise 1 (C9.2): ``temperature_for(logits, q)`` returns the temperature T > 0 at which
+    the most likely token of softmax(logits / T) has probability q (1/V < q < 1). Tested by
+    that property: :func:`top_probability` at the answer's T is q within the grade's tolerance,
+    on five sets of logits (V from 8 to 65, q from 0.05 to 0.999, T needed from about 0.03 to
+    about 30, float32 and float64). Names the usual mistakes: T <= 0, 1/T, the two-token formula, a search that stopped early
+    or went the wrong way."""
+    ex = "Exercise 1 (the temperature for a top probability)"
+    for i, (V, scale, q, dtype) in enumerate(_TEMPERATURE_CASES):
+        logits = (scale * _logits((V,), 80 + i)).to(dtype)
         before = logits.clone()
-        name = f"apply_temperature(logits {list(shape)}, {T})"
-        got = _call(ex, apply_temperature, (logits, T), "apply_temperature",
-                    f"logits {list(shape)}, {T}", FORBIDDEN["l9_ex1"])  # fmt: skip
-        _unchanged(ex, logits, before, "apply_temperature")
+        name = f"temperature_for(logits [{V}], {q})"
+        got = _call(ex, temperature_for, (logits, q), "temperature_for", f"logits [{V}], {q}")
+        _unchanged(ex, logits, before, "temperature_for")
+        if isinstance(got, float) and math.isinf(got):
+            fail(ex, f"{name} returned inf, but a finite T exists (the top probability falls "
+                 "from 1 toward 1/V as T grows); the two-token formula (z1 - z2) / ln(q / (1 - q)) "
+                 "has no answer at q <= 0.5: the other tokens take their share too.")  # fmt: skip
+        T = as_number(ex, got, name=name)
+        if T <= 0:
+            fail(ex, f"{name} returned {T:.4g}: a temperature is > 0 (T -> 0 is greedy).")
         z = logits.to(torch.float64)
-        if isinstance(got, torch.Tensor) and got.shape == logits.shape and got.is_floating_point():
-            g64 = got.detach().to(torch.float64)
-            if torch.allclose(g64, z / T, rtol=1e-4, atol=1e-6):
-                fail(ex, f"{name} returned logits / T, not probabilities: apply softmax over "
-                     "the last axis to them.")  # fmt: skip
-        got = _probabilities(ex, got, logits, name)
-        if (got <= 0).any():
-            fail(ex, f"{name} has zeros: softmax(z / T) gives every token a probability > 0.")
-        log_ratio = got.log() - got.log()[..., :1]  # [..., V]: log p_i - log p_0
-        dz = z - z[..., :1]  # [..., V]: z_i - z_0
-        tol = 1e-3 if dtype == torch.float32 else 1e-7
-        if torch.allclose(log_ratio, dz / T, atol=tol):
+        p_top = top_probability(z, T)
+        tol = ATOL + RTOL * q
+        if abs(p_top - q) <= tol:
             continue
-        if T != 1.0 and torch.allclose(log_ratio, dz * T, atol=tol):
-            fail(ex, f"{name}: the logits were multiplied by the temperature; divide them by it "
-                 "(softmax(logits / T)): a high T must flatten the distribution.")  # fmt: skip
-        if T != 1.0 and torch.allclose(log_ratio, dz, atol=tol):
-            fail(ex, f"{name} does not depend on the temperature: it is softmax(logits); divide "
-                 "the logits by T first.")  # fmt: skip
-        fail(ex, f"{name} is not softmax(logits / T): the ratio of two tokens' probabilities "
-             "must be exp((z_i - z_j) / T).")  # fmt: skip
+        if abs(top_probability(z, 1 / T) - q) <= tol:
+            fail(ex, f"{name}: the top probability is {q} at 1 / your answer: you returned the "
+                 "inverse temperature 1/T; return T itself (softmax(z / T)).")  # fmt: skip
+        if abs(T - _two_token_temperature(z, q)) <= 1e-6 * T:
+            fail(ex, f"{name} returned the answer for the top two tokens alone; the other "
+                 f"{V - 2} tokens take their share of the probability too: at your T the top "
+                 f"probability is {p_top:.4f}, not {q}.")  # fmt: skip
+        if abs(p_top - q) < 0.01:
+            fail(ex, f"{name}: at your T the top probability is {p_top:.6f}, close to {q} but "
+                 f"not within {tol:.1e}: search further (halve the interval until it is).")  # fmt: skip
+        way = "too low: a larger T flattens" if p_top > q else "too high: a smaller T sharpens"
+        fail(ex, f"{name}: at your T = {T:.4g} the top probability is {p_top:.4f}, not {q}; "
+             f"your T is {way} the distribution (the top probability falls as T grows).")  # fmt: skip
     passed(
         ex,
-        "every row sums to 1 and each ratio of probabilities is exp((z_i - z_j) / T) at four "
-        "temperatures, float32 and float64.",
+        "at your temperatures the most likely token has probability q within "
+        f"{ATOL:g} + {RTOL:g} q, for five sets of logits (q from 0.05 to 0.999, T from about "
+        "0.03 to about 30, float32 and float64).",
     )
 
 

@@ -94,10 +94,10 @@ SPECS: dict[str, Spec] = {
     # the visible check uses (helpers.checks.tying.COSINE_TOLERANCE)
     "l8_ex3": Spec(rtol=0.0, atol=tying.COSINE_TOLERANCE),
     # lesson 9 (the visible checks refuse the same names: helpers.checks.generation.FORBIDDEN):
-    # ex 1 softmax(logits / T), torch.softmax allowed, not the lesson's next_token_probs; ex 2
-    # the greedy loop, not model.generate or helpers.generation's functions (ids compared
-    # exactly); ex 3 top-p, the defaults
-    "l9_ex1": Spec(forbid=generation.FORBIDDEN["l9_ex1"]),
+    # ex 1 the temperature for a top probability: the defaults (its hidden cases record the top
+    # probability at the answer's T, any function allowed); ex 2 the greedy loop, not
+    # model.generate or helpers.generation's functions (ids compared exactly); ex 3 top-p, the
+    # defaults
     "l9_ex2": Spec(rtol=0.0, atol=0.0, forbid=generation.FORBIDDEN["l9_ex2"]),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights)
     "l10_ex1": Spec(same_values=("token_embedding.weight",)),
