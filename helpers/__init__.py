@@ -10,7 +10,8 @@ One module per lesson idea:
 * lesson 9, :mod:`helpers.generation`: from logits to text (greedy, temperature, top-k)
 * lessons 4, 5, 8 and 9: :mod:`helpers.text` (the shipped text, the character tokenizer) and
   :mod:`helpers.training` (the course's one training loop)
-* lesson 10 (capstone), :mod:`helpers.checklist`: ``audit(model)`` runs the checklist K1-K5
+* lesson 10 (capstone), :mod:`helpers.checklist`: ``audit(model)`` runs the checklist K1-K5;
+  :mod:`helpers.zoo`, the models it is run on (imported on demand: ``from helpers import zoo``)
 
 :mod:`helpers.widgets` holds one explorer per lesson, :mod:`helpers.checks` the exercise checks.
 """

@@ -46,6 +46,7 @@ from .broken import (
     TorchEncoderLM,
     broken_model,
 )
+from .mechanism import Mechanism
 from .report import CHECKS, STATUSES, AuditReport, CheckResult
 from .run import audit
 
@@ -54,6 +55,7 @@ __all__ = [
     "STATUSES",
     "CheckResult",
     "AuditReport",
+    "Mechanism",
     "audit",
     "TorchEncoderLM",
     "PositionAfterFirstBlockLM",

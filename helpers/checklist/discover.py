@@ -99,6 +99,23 @@ class ModelView:
         """Sequence ``i`` of a stream tensor, [n, ...]."""
         return self.layout.to_bn(t)[i]
 
+    def bare_weights(self, b: int) -> list[str]:
+        """The matrices block ``b`` uses directly in its own forward ("name [shape]"): parameters
+        registered on the block itself (or in a ParameterList/ParameterDict of it), so inside no
+        module the audit can hook, zero or replay: a computation inlined with bare tensors."""
+        block = self.blocks[b]
+        owners = [(block, "")] + [
+            (m, f"{n}.")
+            for n, m in block.named_children()
+            if isinstance(m, nn.ParameterList | nn.ParameterDict)
+        ]
+        return [
+            f"{prefix}{name} {list(p.shape)}"
+            for owner, prefix in owners
+            for name, p in owner.named_parameters(recurse=False)
+            if p.dim() >= 2
+        ]
+
     def blocks_text(self) -> str:
         if len(self.blocks) == 1:
             return self.block_names[0]

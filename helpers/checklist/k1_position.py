@@ -115,9 +115,9 @@ def _long_calls(v: ModelView, subs: list[Sublayer]):
     )
 
 
-def _inside_attention(v: ModelView) -> tuple[list[str], str, list[str]]:
+def _inside_attention(v: ModelView, seen: dict | None = None) -> tuple[list[str], str, list[str]]:
     """Evidence, the finding's name of what attention does with position ("" if nothing) and the
-    mixing sublayers tested."""
+    mixing sublayers tested; ``seen`` gets each moved sublayer's observed mechanism."""
     tested, ev, moved = [], [], []
     for subs in v.sublayers:
         for s in subs:
@@ -139,6 +139,8 @@ def _inside_attention(v: ModelView) -> tuple[list[str], str, list[str]]:
     for s, effect, dtype, where in moved:
         call = calls[id(s.module)]
         mech = observe_mechanism(s.module, call, layout, s.residual_of(call), seed=v.seed)
+        if seen is not None:
+            seen[s.name] = mech
         groups.setdefault(mech.label(), []).append((s, effect, dtype, where, mech))
     names = []
     for label, members in groups.items():
@@ -226,7 +228,8 @@ def check_k1(v: ModelView) -> CheckResult:
                 f"{v.block_names[b - 1]} {list(prev.shape)}"
             )
     between_ok = len(ev) == between
-    inside, mechanism, tested = _inside_attention(v)
+    mechanisms: dict = {}
+    inside, mechanism, tested = _inside_attention(v, mechanisms)
     ev += inside
     took = {"embedding": v.name(v.embedding), "blocks": v.blocks_text()}
     took["attention (mixing sublayers)"] = (
@@ -241,7 +244,7 @@ def check_k1(v: ModelView) -> CheckResult:
             else f"position is added before the first block, and also enters inside attention ({label}): "
             f"the sheet's rule fails"
         )
-        return CheckResult("K1", "failed", finding, ev, took)
+        return CheckResult("K1", "failed", finding, ev, took, mechanisms)
     if not failed:
         if tested:
             ev.append(

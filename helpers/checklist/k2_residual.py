@@ -109,6 +109,23 @@ def check_k2(v: ModelView) -> CheckResult:
                     f"around them (a residual block computes x + Sublayer(...))"
                 )
         elif v.tol.same(call.y, y2, loose=True):  # blind to the input's scale: it normalizes
+            bare = v.bare_weights(b)
+            if bare:  # what it normalizes may still pass through an inline computation
+                return CheckResult(
+                    "K2",
+                    "undecided",
+                    f"{bname} computes something inline that the audit cannot zero",
+                    [
+                        f"with {', '.join(s.name for s in subs)} zeroed, {bname} normalizes its "
+                        f"input (twice the input, the same output), but it also uses weights of its "
+                        f"own outside any sublayer: {', '.join(bare)}; a computation inlined in its "
+                        f"forward with bare tensors has no module to zero, so the audit cannot tell "
+                        f"whether an identity path goes around it (a normalized identity path, a "
+                        f"post-norm, and an inline sublayer on a normalized input with no residual "
+                        f"all normalize); zero those weights on a copy of the model to find out"
+                    ],
+                    took,
+                )
             if norms_in_block and not _ends_on_norm(v, b, norms_in_block):
                 placements.append("normalized skip")
                 failed = True
@@ -129,8 +146,13 @@ def check_k2(v: ModelView) -> CheckResult:
                     f"with {', '.join(s.name for s in subs)} zeroed, {bname} still changes its input "
                     f"(by up to {num(maxdiff(call.y, call.x) / scale(call.x), v.dtype)} of its scale), and twice the input does not give "
                     f"the same output: it runs something the audit did not take for a sublayer "
-                    f"(a computation inlined in the block's forward, say); pass blocks= if these are "
-                    f"not the blocks"
+                    + (
+                        f"(it uses weights of its own outside any sublayer: "
+                        f"{', '.join(v.bare_weights(b))}: a computation inlined in its forward)"
+                        if v.bare_weights(b)
+                        else "(a computation inlined in the block's forward, say)"
+                    )
+                    + "; pass blocks= if these are not the blocks"
                 ],
                 took,
             )

@@ -136,7 +136,15 @@ def check_k3(v: ModelView) -> CheckResult:
                         if part
                     )
                     + "; a feed-forward computed inline in the block's forward, with bare tensors, "
-                    "has no module to observe; pass blocks= if these are not the blocks"
+                    "has no module to observe"
+                    + (
+                        f" ({bname} uses weights of its own outside any sublayer: "
+                        f"{', '.join(v.bare_weights(b))}: read their shapes, and test the "
+                        f"computation by experiment)"
+                        if v.bare_weights(b)
+                        else ""
+                    )
+                    + "; pass blocks= if these are not the blocks"
                 ],
                 took,
             )

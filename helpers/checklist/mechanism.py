@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .probe import Call, Layout, replay
+from ..printing import fmt
+from .probe import _FMT_DTYPES, Call, Layout, replay
 
 __all__ = ["Mechanism", "observe_mechanism", "LONG_N"]
 
@@ -93,8 +94,10 @@ class Mechanism:
         return base
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.2g}"
+def _fmt(x: float, dtype, digits: int = 2) -> str:
+    """A measured number for a note, stating the precision its inputs came in (``num``'s rule:
+    the copy computes in float64, but what it was handed was recorded in the model's dtype)."""
+    return fmt(float(x), digits, computed_in=dtype if dtype in _FMT_DTYPES else torch.float32)
 
 
 def _span(m: np.ndarray) -> np.ndarray:
@@ -187,6 +190,7 @@ def observe_mechanism(
     from its recorded ``call`` (the stream in ``layout``; ``residual`` the argument it adds to its
     own output, if any). See the module's docstring for the three observations."""
     n = layout.n
+    dt = call.x.dtype  # what the copy was handed was recorded in this precision
     try:
         r = _Replayer(module, call, layout, residual)
         gen = torch.Generator().manual_seed(seed)
@@ -243,20 +247,20 @@ def observe_mechanism(
             m.kind = "rotary"
             m.notes.append(
                 f"with {at}, the weights it gives each distance change with that vector (relative "
-                f"change {_fmt(content)}), and depend on the distance p - j only: position acts "
+                f"change {_fmt(content, dt)}), and depend on the distance p - j only: position acts "
                 f"through the content of q and k, as rotary's rotation of q and k by position (RoPE) does"
             )
         elif relative is False:
             m.kind = "absolute"
             m.notes.append(
                 f"with {at}, the weights change with that vector (relative change "
-                f"{_fmt(content)}) and are not a function of the distance p - j: position enters "
+                f"{_fmt(content, dt)}) and are not a function of the distance p - j: position enters "
                 f"by its index, not as rotary or a distance bias does"
             )
         else:
             m.notes.append(
                 f"with {at}, the weights change with that vector (relative change "
-                f"{_fmt(content)}), as rotary's do; the probe sees too few distances ({K}, with "
+                f"{_fmt(content, dt)}), as rotary's do; the probe sees too few distances ({K}, with "
                 f"{rank} heads seen) to check that they depend on the distance only, so it cannot "
                 f"tell"
             )
@@ -298,11 +302,11 @@ def observe_mechanism(
             f"bias linear in the distance (ALiBi) from a learned one (T5)"
         )
         return m
-    why = f"no linear recurrence of order {rank} fits, misfit {_fmt(misfit)}"
+    why = f"no linear recurrence of order {rank} fits, misfit {_fmt(misfit, dt)}"
     if misfit <= _FIT:
         real = np.abs(roots.imag).max() < 1e-6
         r_ = roots.real
-        shown = ", ".join(_fmt(complex(v).real) for v in roots)
+        shown = ", ".join(_fmt(complex(v).real, dt) for v in roots)
         why = f"the recurrence that fits has roots outside (0, 1]: {shown}"
         if real and (r_ > 0).all() and (r_ <= 1 + 1e-6).all():
             m.kind = "ALiBi"
@@ -311,7 +315,7 @@ def observe_mechanism(
                 f"{same_vector}, depend on the distance k = p - j only, and fall geometrically "
                 f"with it in each head (one linear recurrence of order {rank}, the number of "
                 f"heads seen, fits every row): a bias linear in the distance, -m k, as ALiBi "
-                f"adds; slopes m = " + ", ".join(f"{s:.3g}" for s in m.slopes)
+                f"adds; slopes m = " + ", ".join(_fmt(s, dt, 3) for s in m.slopes)
             )
             return m
     shared, start = [], None

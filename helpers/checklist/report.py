@@ -30,13 +30,17 @@ _COLOR = {"passed": "#1a7f37", "failed": "#cf222e", "undecided": "#9a6700"}
 class CheckResult:
     """Lesson 10. The verdict on one check: ``status`` is "passed", "failed" or "undecided";
     ``finding`` one sentence; ``evidence`` the observations behind it (modules, shapes, numbers);
-    ``took`` which modules the check took for what (role -> module names)."""
+    ``took`` which modules the check took for what (role -> module names); ``mechanisms`` (K1
+    only) what each attention sublayer that sees order by itself was observed to do (sublayer
+    name -> :class:`~helpers.checklist.mechanism.Mechanism`: its ``kind``, ``window``, the ALiBi
+    ``slopes`` it measured, ...)."""
 
     check: str
     status: str
     finding: str
     evidence: list[str] = field(default_factory=list)
     took: dict[str, str] = field(default_factory=dict)
+    mechanisms: dict = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:

@@ -1,10 +1,15 @@
 """Checks for the exercises of lesson 10 (trust but verify): repair a broken model until the audit
-passes.
+passes, then audit a model nobody explained.
 
-Each check builds a fresh broken model (so a student's earlier attempt cannot leak in), applies the
-student's repair, makes sure the repaired model still runs and returns float32 logits of the right
-shape, then runs :func:`helpers.checklist.audit` on it and names what still fails, with the audit's own
-evidence.
+Each repair check builds a fresh broken model (so a student's earlier attempt cannot leak in),
+applies the student's repair, makes sure the repaired model still runs and returns float32 logits
+of the right shape, then runs :func:`helpers.checklist.audit` on it and names what still fails,
+with the audit's own evidence.
+
+The open-ended audit (exercise 4, :func:`check_audit_verdicts`) cannot be checked here without
+giving its answer away: the check makes sure the verdicts are five, readable, and agree with the
+audit wherever the audit itself decides (running it live on the model); the checks the audit
+leaves undecided are graded by the hidden tests, and the written explanation by the instructor.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ __all__ = [
     "check_copied_output",
     "check_tie_transposed",
     "check_position_before_first_block",
+    "VERDICTS",
+    "normalized_verdicts",
+    "check_audit_verdicts",
 ]
 
 #: The small settings every exercise model is built with.
@@ -220,3 +228,86 @@ def check_position_before_first_block(RepairedLM) -> None:
     torch.manual_seed(0)
     model = _call(ex, lambda: RepairedLM(**SETTINGS), (), "RepairedLM", "**SETTINGS")
     _verify(ex, model, "K1", "RepairedLM(...)")
+
+
+#: The two verdicts a student gives on a check of the sheet (an undecided check must be decided).
+VERDICTS = ("passed", "failed")
+
+
+def normalized_verdicts(verdicts) -> dict:
+    """Lesson 10, exercise 4. ``{"K1": "passed" | "failed", ...}`` as plain ``str`` -> ``str``,
+    each verdict stripped and lower-cased (``"Failed "`` reads as ``"failed"``): what the hidden
+    test records and what :func:`check_audit_verdicts` reads, so both read an answer alike.
+    Anything that is not a mapping is returned as it is."""
+    if not isinstance(verdicts, dict):
+        return verdicts
+    return {str(k).strip().upper(): str(v).strip().lower() for k, v in verdicts.items()}
+
+
+def check_audit_verdicts(audit_verdicts, model=None) -> None:
+    """Lesson 10, exercise 4 (an audit of a model you did not write). ``audit_verdicts()``
+    returns the student's verdict on each check K1-K5 for ``model`` (default
+    :func:`helpers.zoo.mystery_model`): ``"passed"`` or ``"failed"``. Checked here: the form, and
+    agreement with :func:`helpers.checklist.audit` on every check the audit decides; the checks
+    it leaves undecided are graded by hidden tests (and the explanation by the instructor)."""
+    from ..zoo import mystery_model
+
+    ex = "Exercise 4 (audit)"
+    got = _call(ex, audit_verdicts, (), "audit_verdicts", "")
+    if got is None:
+        fail(ex, 'audit_verdicts() returned None: return a dict {"K1": "passed" or "failed", ...}.')
+    if not isinstance(got, dict):
+        fail(
+            ex,
+            f'audit_verdicts() should return a dict {{"K1": "passed" or "failed", ...}}, got a '
+            f"{type(got).__name__}.",
+        )
+    got = normalized_verdicts(got)
+    want_keys = ("K1", "K2", "K3", "K4", "K5")
+    missing = [k for k in want_keys if k not in got]
+    extra = sorted(k for k in got if k not in want_keys)
+    if missing or extra:
+        fail(
+            ex,
+            "the dict needs exactly the keys K1, K2, K3, K4, K5"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unexpected {', '.join(extra)}" if extra else "")
+            + ".",
+        )
+    for k in want_keys:
+        if got[k] == "undecided":
+            fail(
+                ex,
+                f'{k} is "undecided": where the audit cannot decide a check, you decide it, by an '
+                'experiment of your own; give "passed" or "failed".',
+            )
+        if got[k] not in VERDICTS:
+            fail(ex, f'{k} is {got[k]!r}: each verdict is "passed" or "failed".')
+    report = audit(mystery_model() if model is None else model)
+    for r in report:
+        if r.status != "undecided" and got[r.check] != r.status:
+            fail(
+                ex,
+                f"your {r.check} verdict is {got[r.check]!r}, the audit's is {r.status!r} "
+                f"({r.finding}): read its evidence; if you still disagree, say why in your "
+                "explanation, but the grade follows the sheet's rule.",
+            )
+    open_checks = report.undecided
+    passed(
+        ex,
+        "five verdicts"
+        + (
+            f"; {', '.join(k for k in want_keys if k not in open_checks)} agree with the audit"
+            if len(open_checks) < len(want_keys)
+            else ""
+        )
+        + (
+            f"; {', '.join(open_checks)}: the audit cannot decide "
+            + ("it" if len(open_checks) == 1 else "them")
+            + ", so this check cannot tell you whether yours "
+            + ("is" if len(open_checks) == 1 else "are")
+            + " right (the hidden tests and your explanation are graded)"
+            if open_checks
+            else ""
+        ),
+    )
