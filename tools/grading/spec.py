@@ -101,6 +101,9 @@ SPECS: dict[str, Spec] = {
     "l9_ex2": Spec(rtol=0.0, atol=0.0, forbid=generation.FORBIDDEN["l9_ex2"]),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights)
     "l10_ex1": Spec(same_values=("token_embedding.weight",)),
+    # the capstone's open-ended audit: five verdict strings, compared exactly, as the hidden test
+    # records them through helpers.checks.audit.normalized_verdicts (spaces and case do not count)
+    "l10_ex4": Spec(rtol=0.0, atol=0.0),
 }
 
 
