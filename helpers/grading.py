@@ -4,29 +4,54 @@ A graded exercise's hidden test (between nbgrader's ``### BEGIN HIDDEN TESTS`` a
 ``### END HIDDEN TESTS``, so never in the student's release) calls the student's answer on cases
 the student never saw and records what came back::
 
-    record("l5_ex1", layer_norm, torch.tensor([[3.0, -1.0, 0.5, 2.0]]))
+    g = torch.Generator().manual_seed(hidden_seed("l5_ex1"))
+    record("l5_ex1", layer_norm, torch.randn(3, 4, generator=g, dtype=torch.float64), ...)
 
-Nothing here knows a right answer, and nothing here decides a grade. Under the grader
-(``tools/coursework.py autograde``, which sets ``HELPERS_GRADING_LOG`` inside its confined kernel)
-each call appends one JSON line: the exercise, the case number, the answer converted to plain
-data, and the names of the torch functions the answer called. The grader compares those lines,
-in its own process, with the lines the instructor's solution recorded for the same cases. So
-whatever a student's code does inside the kernel (rebind names, patch torch, subclass tensors,
-rewrite cells), all it can change is the data recorded about its own answer.
+Nothing here knows a right answer, and nothing here decides a grade. The grader
+(``tools/coursework.py autograde``, or ``nbgrader autograde`` with the course's configuration)
+runs the notebook in a confined kernel started by :mod:`helpers._grading_kernel`, which *seals*
+this module before any notebook code runs (:func:`_seal`): from then on ``record`` and
+``hidden_seed`` are entry points into a recorder that lives where the notebook's code cannot
+reach it without an operation Python audits, and that writes each case, signed, to a channel
+only the grader reads:
 
-Outside grading (a student or instructor running the notebook) ``record`` only runs the answer, so
-that the instructor's notebook still executes top to bottom.
+* **what came back**, converted to plain data: ``None``, ``bool``, ``int``, ``float``, ``str``
+  (exact types), ``list``/``tuple``/``dict`` of those, an exact ``torch.Tensor`` (its dtype, shape
+  and values) and an ``nn.Module`` (its class name, each parameter's name, shape, values and which
+  parameters share storage or are one object); anything else is recorded as unsupported;
+* **what ran**: the torch functions (a ``TorchFunctionMode``) and ATen operators (a
+  ``TorchDispatchMode``, which also sees TorchScript) the answer's own code called, the course's
+  functions it called (``sys.setprofile``; a course function's own internals are not counted:
+  course helpers an exercise allows are allowed at any depth), calls into libraries that hold
+  answers (:data:`THIRD_PARTY`), and markers for what cannot be seen into: another thread
+  (:data:`ANOTHER_THREAD`), ``torch.compile`` (:data:`COMPILED`), TorchScript
+  (:data:`TORCHSCRIPT`);
+* **the inputs**, as a digest (:func:`fingerprint`) taken before the answer runs: a hidden case
+  whose inputs differ from the instructor's run (a class or function the hidden test uses was
+  replaced) scores 0;
+* **tampering**: an audit hook (``sys.addaudithook``: it cannot be removed) reports the notebook's
+  code reaching for frames, code objects, the profiler, the garbage collector, ``ctypes``, the
+  channel itself or a child process, and the observers are re-checked whenever the answer's code
+  calls anything (switched off by any spelling, their classes patched).
 
-Plain data: ``None``, ``bool``, ``int``, ``float``, ``str`` (exact types), ``list``/``tuple``/``dict``
-of those, an exact ``torch.Tensor`` (no subclass; its dtype, shape and values), and an
-``nn.Module`` (its class name, and each parameter's name, shape, values and which parameters share
-storage). Anything else is recorded as unsupported, which the grader scores as wrong.
+``record`` only accepts calls from the hidden tests themselves (their code, compiled from the
+instructor's source the grader sends), and ``hidden_seed`` gives the hidden tests' random inputs
+a seed the grader derives from the instructor's secret (:func:`derive_seed`), so the graded
+inputs are not in the public notebooks. docs/INSTRUCTORS.md says what this guarantees and what it
+cannot.
+
+Outside grading (a student or instructor running the notebook) ``record`` only runs the answer,
+and ``hidden_seed`` returns the public default, so the instructor's notebook runs top to bottom.
+With ``HELPERS_GRADING_LOG`` set (the tests of the lessons), ``record`` appends each case as an
+unsigned JSON line to that file, observed the same way.
 """
 
 from __future__ import annotations
 
+import builtins
+import hashlib
+import hmac
 import json
-import math
 import os
 import sys
 import threading
@@ -35,85 +60,23 @@ from collections.abc import Callable
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["record", "plain", "CallNames", "THIRD_PARTY", "ANOTHER_THREAD"]
+__all__ = [
+    "record",
+    "hidden_seed",
+    "derive_seed",
+    "plain",
+    "fingerprint",
+    "observe",
+    "CallNames",
+    "THIRD_PARTY",
+    "ANOTHER_THREAD",
+    "COMPILED",
+    "TORCHSCRIPT",
+    "PUBLIC_SECRET",
+]
 
-_cases: dict[str, int] = {}
-
-
-def _number(x: float):
-    return x if math.isfinite(x) else {"float": repr(x)}
-
-
-def _tensor(t: torch.Tensor) -> dict:
-    data = t.detach().cpu()
-    if data.is_floating_point() or data.is_complex():
-        values = [_number(v) for v in data.to(torch.float64).flatten().tolist()]
-    else:
-        values = data.flatten().tolist()
-    return {"tensor": {"dtype": str(t.dtype), "shape": list(t.shape), "data": values}}
-
-
-def _module(m: nn.Module) -> dict:
-    storages: dict[int, int] = {}
-    params = []
-    for name, p in m.named_parameters(remove_duplicate=False):
-        key = p.untyped_storage().data_ptr()
-        group = storages.setdefault(key, len(storages))
-        params.append(
-            {
-                "name": name,
-                "shape": list(p.shape),
-                "storage": group,
-                "object": id(p),
-                "data": _tensor(p.data)["tensor"]["data"],
-            }
-        )
-    objects: dict[int, int] = {}
-    for entry in params:  # object identity as small group numbers, not addresses
-        entry["object"] = objects.setdefault(entry["object"], len(objects))
-    return {"module": {"class": type(m).__name__, "parameters": params}}
-
-
-def plain(x, _depth: int = 0):
-    """``x`` as JSON-able plain data (see the module docstring); exact types only."""
-    if _depth > 6:
-        return {"unsupported": "nesting deeper than 6"}
-    kind = type(x)
-    if x is None or kind in (bool, int, str):
-        return x
-    if kind is float:
-        return _number(x)
-    if kind is torch.Tensor:
-        return _tensor(x)
-    if kind in (list, tuple):
-        return [plain(v, _depth + 1) for v in x]
-    if kind is dict and all(type(k) is str for k in x):
-        return {k: plain(v, _depth + 1) for k, v in x.items()}
-    if isinstance(x, nn.Module):
-        return _module(x)
-    return {"unsupported": kind.__name__}
-
-
-class CallNames(TorchFunctionMode):
-    """The names of the torch functions called while active: ``names`` (a set) and ``order``
-    (first use first). The grader's record and the visible checks of exercises that forbid a
-    function both use it, so what a check refuses is what the grade refuses."""
-
-    def __init__(self):
-        super().__init__()
-        self.names: set[str] = set()
-        self.order: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        name = getattr(func, "__name__", str(func))
-        if name not in self.names:
-            self.names.add(name)
-            self.order.append(name)
-        return func(*args, **(kwargs or {}))
-
-
-_HELPERS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: What an answer's call of these libraries is recorded as: a module prefix. No exercise needs
 #: them, and some hold the answer outright (Hugging Face's rotary, ALiBi, RMSNorm, top-p), so
 #: the grader refuses them everywhere (tools/grading/verdicts.py).
@@ -121,107 +84,661 @@ THIRD_PARTY = ("transformers",)
 #: Recorded when the answer runs Python code in another thread: there the torch functions it
 #: calls cannot be seen, so the grader refuses it wherever an exercise forbids a function.
 ANOTHER_THREAD = "<another thread>"
+#: Recorded when the answer runs code compiled by ``torch.compile`` (its kernels are not
+#: operators the grader can see): refused wherever an exercise forbids a function.
+COMPILED = "<torch.compile>"
+#: Recorded when TorchScript runs in the answer, or was compiled in the notebook: its operators
+#: are seen, but not the course functions it was made from: refused where anything is forbidden.
+TORCHSCRIPT = "<TorchScript>"
+#: The key of the hidden cases when the instructor has set no secret (continuous integration,
+#: the committed notebooks): public, so their inputs are public too.
+PUBLIC_SECRET = b"transformer-block-course: public hidden cases"
+
+_HELPERS = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_cases: dict[str, int] = {}  # case numbers per exercise (outside the sealed recorder)
 
 
-_CODES_CACHE: dict = {}  # {the loaded course modules' names: their code map}
+def derive_seed(secret: bytes, exercise: str) -> int:
+    """The seed of ``exercise``'s hidden cases under ``secret``: the first four bytes of
+    HMAC-SHA256(secret, "hidden-cases/" + exercise), an int in [0, 2**32). The grader derives
+    the seeds of a lesson from the instructor's secret and gives the grading kernel only those."""
+    if not isinstance(secret, bytes) or not secret:
+        raise TypeError(f"secret must be non-empty bytes, got {type(secret).__name__}")
+    if not isinstance(exercise, str) or not exercise:
+        raise TypeError(f"exercise must be a non-empty str (a grade_id), got {exercise!r}")
+    digest = hmac.digest(secret, b"hidden-cases/" + exercise.encode(), "sha256")
+    return int.from_bytes(digest[:4], "big")
 
 
-def _course_codes() -> dict:
-    """Every code object of the course's modules (functions, methods, nested code), by code:
-    code objects compare by their contents (bytecode, constants, names), not by file name, so a
-    copy of a helper's code under another file or module name is still recognised as it.
-    Built once for each set of loaded course modules (every record and every refusing check
-    asks for it), again when another course module has been imported."""
-    loaded = tuple(sorted(m for m in sys.modules if m.startswith("helpers.")))
-    if loaded not in _CODES_CACHE:
-        _CODES_CACHE.clear()
-        _CODES_CACHE[loaded] = _walk_course_codes()
-    return _CODES_CACHE[loaded]
+def hidden_seed(exercise: str) -> int:
+    """Lesson exercises (hidden tests): the seed of the hidden cases of ``exercise`` (its
+    solution cell's grade_id). Under the grader it comes from the instructor's secret (and only
+    the hidden tests may ask for it); elsewhere it is the public default,
+    ``derive_seed(PUBLIC_SECRET, exercise)``."""
+    return derive_seed(PUBLIC_SECRET, exercise)
 
 
-def _walk_course_codes() -> dict:
-    codes: dict = {}
+# ---------------------------------------------------------------------------------------------
+# The machinery: observers, plain data, fingerprints. Built by a factory that reads nothing from
+# this module's globals or from builtins at run time (everything it uses is bound when it is
+# built), so that code in the kernel that rebinds a module attribute cannot change it. The
+# sealed recorder builds its own copy before any notebook code runs.
+# ---------------------------------------------------------------------------------------------
 
-    def add(code, name):
-        if code not in codes:
-            codes[code] = name
+
+_BUILTINS = (
+    "type isinstance issubclass len range list tuple dict set frozenset str int float bool bytes "
+    "repr sorted enumerate zip min max abs getattr hasattr id vars callable iter next object all "
+    "any compile Exception BaseException ValueError TypeError RuntimeError KeyError StopIteration"
+).split()
+
+
+def _dependencies() -> dict:
+    """What the machinery calls, taken now (before any notebook code, when sealing)."""
+    import _ast
+    import _json
+    import _thread
+
+    C = torch._C
+    T = C.TensorBase
+    deps = {name: getattr(builtins, name) for name in _BUILTINS}
+    deps.update(
+        getframe=sys._getframe,
+        setprofile=sys.setprofile,
+        getprofile=sys.getprofile,
+        addaudithook=sys.addaudithook,
+        threading_setprofile=threading.setprofile,
+        get_ident=_thread.get_ident,
+        allocate_lock=_thread.allocate_lock,
+        main_ident=threading.main_thread().ident,
+        os_write=os.write,
+        getpid=os.getpid,
+        hmac_digest=hmac.digest,
+        sha256=hashlib.sha256,
+        encoder=_json.make_encoder(
+            None, None, _json.encode_basestring_ascii, None, ":", ",", True, False, False
+        ),
+        float_repr=float.__repr__,
+        ast_Module=_ast.Module,
+        ast_Interactive=_ast.Interactive,
+        only_ast=_ast.PyCF_ONLY_AST,
+        top_level_await=_ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+        Tensor=torch.Tensor,
+        Module=nn.Module,
+        Generator=torch.Generator,
+        named_parameters=nn.Module.named_parameters,
+        named_buffers=nn.Module.named_buffers,
+        named_modules=nn.Module.named_modules,
+        t_detach=T.detach,
+        t_cpu=T.cpu,
+        t_to=T.to,
+        t_flatten=T.flatten,
+        t_contiguous=T.contiguous,
+        t_tolist=T.tolist,
+        t_is_floating=T.is_floating_point,
+        t_is_complex=T.is_complex,
+        t_untyped_storage=T.untyped_storage,
+        t_shape=T.__dict__["shape"].__get__,
+        t_dtype=T.__dict__["dtype"].__get__,
+        t_requires_grad=T.__dict__["requires_grad"].__get__,
+        storage_ptr=torch.UntypedStorage.data_ptr,
+        gen_state=torch.Generator.get_state,
+        float64=torch.float64,
+        bfloat16=torch.bfloat16,
+        DisableTF=C.DisableTorchFunction,
+        push_tf=C._push_on_torch_function_stack,
+        pop_tf=C._pop_torch_function_stack,
+        len_tf=C._len_torch_function_stack,
+        tf_at=C._get_function_stack_at,
+        push_dm=C._push_on_torch_dispatch_stack,
+        pop_dm=C._pop_torch_dispatch_stack,
+        len_dm=C._len_torch_dispatch_stack,
+        dm_at=C._get_dispatch_stack_at,
+        tf_all_disabled=C._is_torch_function_all_disabled,
+        tf_mode_enabled=C._is_torch_function_mode_enabled,
+        key_excluded=C._dispatch_tls_is_dispatch_key_excluded,
+        python_key=C.DispatchKey.Python,
+        snapshot_key=C.DispatchKey.PythonTLSSnapshot,
+        ScriptTypes=(C.ScriptFunction, C.ScriptMethod),
+        TorchFunctionMode=TorchFunctionMode,
+        TorchDispatchMode=TorchDispatchMode,
+        helpers_dir=_HELPERS,
+        torch_dir=os.path.dirname(torch.__file__) + os.sep,
+        stdlib_dir=os.path.dirname(os.__file__) + os.sep,
+        this_module=__name__,
+        third_party=THIRD_PARTY,
+        markers=(ANOTHER_THREAD, COMPILED, TORCHSCRIPT),
+        modules=sys.modules,
+        public_secret=PUBLIC_SECRET,
+    )
+    return deps
+
+
+def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see above)
+    """The observers and converters, bound to the dependencies ``d`` (:func:`_dependencies`).
+
+    Returns a dict of functions. Objects that torch or the interpreter keep, which the notebook
+    could reach (the two modes and the profile functions), take what they need as default
+    arguments, which cannot be read or replaced without an audited operation; the rest are
+    closures, reachable only through their frames. Nothing here looks up a global name.
+    """
+    _type, _isinstance, _len, _range = d["type"], d["isinstance"], d["len"], d["range"]
+    _list, _tuple, _dict, _set, _str = d["list"], d["tuple"], d["dict"], d["set"], d["str"]
+    _int, _float, _bool, _bytes, _repr = d["int"], d["float"], d["bool"], d["bytes"], d["repr"]
+    _sorted, _getattr, _vars, _id = d["sorted"], d["getattr"], d["vars"], d["id"]
+    _all, _any, _callable, _object = d["all"], d["any"], d["callable"], d["object"]
+    _BaseException, _TypeError, _ValueError = d["BaseException"], d["TypeError"], d["ValueError"]
+    _getframe, _setprofile, _getprofile = d["getframe"], d["setprofile"], d["getprofile"]
+    _thread_setprofile = d["threading_setprofile"]
+    Tensor, Module, Generator = d["Tensor"], d["Module"], d["Generator"]
+    _detach, _cpu, _to, _flatten = d["t_detach"], d["t_cpu"], d["t_to"], d["t_flatten"]
+    _contiguous, _tolist, _storage = d["t_contiguous"], d["t_tolist"], d["t_untyped_storage"]
+    _is_floating, _is_complex = d["t_is_floating"], d["t_is_complex"]
+    _shape, _dtype, _requires_grad = d["t_shape"], d["t_dtype"], d["t_requires_grad"]
+    _ptr, _gen_state = d["storage_ptr"], d["gen_state"]
+    _named_parameters, _named_buffers = d["named_parameters"], d["named_buffers"]
+    _named_modules = d["named_modules"]
+    _float64, _bfloat16, _DisableTF = d["float64"], d["bfloat16"], d["DisableTF"]
+    _push_tf, _pop_tf, _len_tf, _tf_at = d["push_tf"], d["pop_tf"], d["len_tf"], d["tf_at"]
+    _push_dm, _pop_dm, _len_dm, _dm_at = d["push_dm"], d["pop_dm"], d["len_dm"], d["dm_at"]
+    _all_disabled, _tf_mode_enabled = d["tf_all_disabled"], d["tf_mode_enabled"]
+    _excluded, _python_key, _snapshot_key = d["key_excluded"], d["python_key"], d["snapshot_key"]
+    _ScriptTypes, _sha256 = d["ScriptTypes"], d["sha256"]
+    _encoder, _float_repr = d["encoder"], d["float_repr"]
+    HELPERS, TORCH, STDLIB = d["helpers_dir"], d["torch_dir"], d["stdlib_dir"]
+    THIS, THIRD = d["this_module"], d["third_party"]
+    ANOTHER, COMPILED_, SCRIPT = d["markers"]
+    _modules = d["modules"]
+    DYNAMO, JIT = TORCH + "_dynamo/", TORCH + "jit/"
+    SITE = TORCH[: -_len("torch/")]  # the site-packages folder torch is installed in
+    CODE = _type((lambda: 0).__code__)
+
+    # --- where a piece of code comes from -----------------------------------------------------
+    own_codes = _set()  # this machinery's own code objects (and the sealed recorder's)
+    kinds: dict = {}  # id(code) -> (code, kind, course name); the code is kept, so ids stay valid
+    course_map: dict = {}  # code (compared by content) -> "helpers.module.qualname"
+    course_loaded: list = [None]
+
+    def refresh_course_map():
+        loaded = _tuple(_sorted(m for m in _list(_modules) if m.startswith("helpers.")))
+        if loaded == course_loaded[0]:
+            return
+        course_loaded[0] = loaded
+        course_map.clear()
+
+        def add(code, name):
+            if code not in course_map:
+                course_map[code] = name
+                for const in code.co_consts:
+                    if _type(const) is CODE:
+                        add(const, name + "." + const.co_name)
+
+        for module_name in loaded:
+            module = _modules.get(module_name)
+            if module is None or module_name == THIS:
+                continue
+            for value in _list(_vars(module).values()):
+                members = [value]
+                if _isinstance(value, _type):
+                    members += _list(_vars(value).values())
+                for member in members:
+                    member = _getattr(member, "fget", None) or _getattr(member, "__func__", member)
+                    member = _getattr(member, "__wrapped__", member)
+                    code = _getattr(member, "__code__", None)
+                    if _type(code) is not CODE or not code.co_filename.startswith(HELPERS):
+                        continue
+                    home = _getattr(member, "__module__", None)
+                    home = home if _isinstance(home, _str) else module_name
+                    if home != THIS:
+                        add(code, home + "." + code.co_qualname)
+        kinds.clear()
+
+    def kind_of(code):
+        """(kind, course name): kind one of course, library, stdlib, ours, user."""
+        known = kinds.get(_id(code))
+        if known is not None and known[0] is code:
+            return known[1], known[2]
+        filename = code.co_filename
+        name = None
+        if code in own_codes:
+            kind = "ours"
+        elif filename.startswith(HELPERS):
+            kind = "course"
+            name = course_map.get(code)
+            if name is None:
+                module = filename[_len(HELPERS) :].removesuffix(".py").replace("/", ".")
+                name = "helpers." + module.removesuffix(".__init__") + "." + code.co_qualname
+        elif filename.startswith(SITE):
+            kind = "library"
+        elif filename.startswith(STDLIB) or filename.startswith("<frozen"):
+            kind = "stdlib"
+        else:
+            name = course_map.get(code)  # a copy of a course function's code, under another name
+            kind = "course" if name is not None else "user"
+        kinds[_id(code)] = (code, kind, name)
+        return kind, name
+
+    def attributed_to_user(frame):
+        """Whether the nearest frame that is not torch, a library, the standard library or this
+        machinery is the notebook's code (not the course's: course helpers an exercise allows
+        may call anything)."""
+        while frame is not None:
+            kind = kind_of(frame.f_code)[0]
+            if kind == "user":
+                return True
+            if kind == "course":
+                return False
+            frame = frame.f_back
+        return False
+
+    # --- the observers ------------------------------------------------------------------------
+    # one observation at a time per machinery (nested ones share it); ``inside`` counts the
+    # modes' own handlers running (torch takes a mode off its stack while its handler runs)
+    state = {"names": None, "problems": None, "depth": 0}
+    inside = [0]
+
+    def note(name):
+        names = state["names"]
+        if names is not None and name not in names:
+            names[name] = None  # a dict keeps the order of first use
+
+    def problem(reason):
+        problems = state["problems"]
+        if problems is not None and reason not in problems:
+            problems.append(reason)
+
+    class _FunctionMode(d["TorchFunctionMode"]):
+        def __torch_function__(
+            self, func, types, args=(), kwargs=None, _note=note, _frame=_getframe,
+            _user=attributed_to_user, _inside=inside, _getattr=_getattr, _str=_str,
+        ):  # fmt: skip
+            if _user(_frame(1)):
+                _note(_getattr(func, "__name__", None) or _str(func))
+            _inside[0] += 1
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                _inside[0] -= 1
+
+    class _DispatchMode(d["TorchDispatchMode"]):
+        @classmethod
+        def _should_skip_dynamo(cls):  # keep __torch_dispatch__ as written (no dynamo wrapper)
+            return False
+
+        def __torch_dispatch__(
+            self, func, types, args=(), kwargs=None, _note=note, _frame=_getframe,
+            _user=attributed_to_user, _inside=inside, _getattr=_getattr, _str=_str,
+        ):  # fmt: skip
+            if _user(_frame(1)):
+                _note(_getattr(func, "__name__", None) or _str(func))
+            _inside[0] += 1
+            try:
+                return func(*args, **(kwargs or {}))
+            finally:
+                _inside[0] -= 1
+
+    fm_method = _vars(_FunctionMode)["__torch_function__"]
+    dm_method = _vars(_DispatchMode)["__torch_dispatch__"]
+    modes: dict = {"fm": None, "dm": None, "vars": {}}
+
+    def intact():
+        """None when the observers are in place: both modes on their stacks and enabled, their
+        classes and instances as built, torch's Python dispatch keys not excluded; else why not."""
+        fm, dm = modes["fm"], modes["dm"]
+        if fm is None:
+            return None
+        if _all_disabled() or not _tf_mode_enabled():
+            return "torch's function modes were switched off"
+        if _excluded(_python_key) or _excluded(_snapshot_key):
+            return "torch's dispatch modes were switched off"
+        if not _any(_tf_at(i) is fm for i in _range(_len_tf())):
+            return "the grader's torch function mode was taken off its stack"
+        if not _any(_dm_at(i) is dm for i in _range(_len_dm())):
+            return "the grader's torch dispatch mode was taken off its stack"
+        if _vars(_FunctionMode).get("__torch_function__") is not fm_method or not same_vars(fm):
+            return "the grader's torch function mode was changed"
+        if _vars(_DispatchMode).get("__torch_dispatch__") is not dm_method or not same_vars(dm):
+            return "the grader's torch dispatch mode was changed"
+        return None
+
+    def same_vars(mode):
+        now, then = _vars(mode), modes["vars"][_id(mode)]
+        return _len(now) == _len(then) and _all(k in now and now[k] is v for k, v in then)
+
+    def check(frame):
+        if not inside[0] and frame is not None and kind_of(frame.f_code)[0] == "user":
+            why = intact()
+            if why:
+                problem(why)
+
+    def on_event(frame, event, arg):
+        """The profile function's work (sys.setprofile, in the answer's thread)."""
+        if event == "call":
+            code = frame.f_code
+            kind, name = kind_of(code)
+            if kind == "ours":  # the modes' own handlers: torch has taken the mode off meanwhile
+                return
+            if kind == "course":
+                if attributed_to_user(frame.f_back):
+                    note(name)
+            elif kind == "library":
+                filename = code.co_filename
+                if filename.startswith(DYNAMO) or filename.startswith(JIT):
+                    if not inside[0] and attributed_to_user(frame.f_back):
+                        note(COMPILED_ if filename.startswith(DYNAMO) else SCRIPT)
+                module = frame.f_globals.get("__name__", "")
+                if _isinstance(module, _str) and module.startswith(THIRD):
+                    note(module.split(".")[0] + "." + code.co_qualname)
+            check(frame.f_back)
+        elif event == "c_call" or event == "c_return":
+            if _isinstance(arg, _ScriptTypes):
+                note(SCRIPT)
+            check(frame)
+        elif event == "return" and kind_of(frame.f_code)[0] != "ours":
+            check(frame.f_back)
+
+    def profile(frame, event, arg, _on=on_event):
+        _on(frame, event, arg)
+
+    def thread_profile(frame, event, arg, _on=on_event, _note=note):
+        _note(ANOTHER)
+        _on(frame, event, arg)
+
+    def begin():
+        """Start observing (nested calls share the outer observation)."""
+        state["depth"] += 1
+        if state["depth"] > 1:
+            return
+        refresh_course_map()
+        names, problems = {}, []
+        if _len_tf() or _len_dm():
+            problems.append("a torch mode the grader did not set was active when the case began")
+        if _getprofile() is not None:
+            problems.append("a profile function the grader did not set was active")
+        fm, dm = _FunctionMode(), _DispatchMode()
+        modes["fm"], modes["dm"] = fm, dm
+        modes["vars"] = {_id(fm): _list(_vars(fm).items()), _id(dm): _list(_vars(dm).items())}
+        state["names"], state["problems"] = names, problems
+        _push_tf(fm)
+        _push_dm(dm)
+        _thread_setprofile(thread_profile)
+        _setprofile(profile)
+
+    def end():
+        """Stop observing: (names in order of first use, problems)."""
+        state["depth"] -= 1
+        if state["depth"] > 0:
+            return _list(state["names"] or ()), _list(state["problems"] or ())
+        _setprofile(None)
+        _thread_setprofile(None)
+        names, problems = state["names"], state["problems"]
+        why = intact()
+        if why and why not in problems:
+            problems.append(why)
+        fm, dm = modes["fm"], modes["dm"]
+        while _len_dm():  # the grader's modes off, and whatever the answer left above them
+            top = _dm_at(_len_dm() - 1)
+            _pop_dm(None)
+            if top is dm:
+                break
+            problems.append("the answer left a torch dispatch mode active")
+        while _len_tf():
+            top = _tf_at(_len_tf() - 1)
+            _pop_tf()
+            if top is fm:
+                break
+            problems.append("the answer left a torch function mode active")
+        if _len_tf() or _len_dm():
+            problems.append("a torch mode stayed active after the answer")
+        state["names"] = state["problems"] = None
+        modes["fm"] = modes["dm"] = None
+        return _list(names), problems
+
+    def observe(answer, args, kwargs):
+        """Run ``answer(*args, **kwargs)`` observed: (result, error, names, problems)."""
+        result = error = None
+        begin()
+        try:
+            result = answer(*args, **kwargs)
+        except _BaseException as e:  # the caller records it (and re-raises what is no Exception)
+            error = e
+        finally:
+            names, problems = end()
+        return result, error, names, problems
+
+    # --- plain data ---------------------------------------------------------------------------
+    def number(x):
+        return x if x - x == 0 else {"float": _float_repr(x)}  # NaN and infinities as text
+
+    def tensor_data(t):
+        data = _cpu(_detach(t))
+        if _is_complex(data):
+            return [{"unsupported": "complex"}]
+        if _is_floating(data):
+            return [number(v) for v in _tolist(_flatten(_to(data, _float64)))]
+        return _tolist(_flatten(data))
+
+    def tensor(t):
+        return {
+            "tensor": {"dtype": _str(_dtype(t)), "shape": _list(_shape(t)), "data": tensor_data(t)}
+        }
+
+    def module(m):
+        storages, objects, params = {}, {}, []
+        for name, p in _named_parameters(m, remove_duplicate=False):
+            group = storages.setdefault(_ptr(_storage(p)), _len(storages))
+            params.append(
+                {
+                    "name": name,
+                    "shape": _list(_shape(p)),
+                    "storage": group,
+                    "object": objects.setdefault(_id(p), _len(objects)),
+                    "data": tensor_data(p),
+                }
+            )
+        return {"module": {"class": _type(m).__name__, "parameters": params}}
+
+    def plain(x, depth=0):
+        if depth > 6:
+            return {"unsupported": "nesting deeper than 6"}
+        kind = _type(x)
+        if x is None or kind is _bool or kind is _int or kind is _str:
+            return x
+        if kind is _float:
+            return number(x)
+        with _DisableTF():
+            if kind is Tensor:
+                return tensor(x)
+            if kind is _list or kind is _tuple:
+                return [plain(v, depth + 1) for v in x]
+            if kind is _dict and _all(_type(k) is _str for k in x):
+                return {k: plain(v, depth + 1) for k, v in _list(x.items())}
+            if _isinstance(x, Module):
+                return module(x)
+        return {"unsupported": kind.__name__}
+
+    # --- fingerprints of the inputs -------------------------------------------------------------
+    def code_digest(code, h):
+        h.update(code.co_code)
+        h.update(_repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+        for const in code.co_consts:
+            if _type(const) is CODE:
+                code_digest(const, h)
+            else:
+                h.update(_repr(const).encode())
+
+    def digest(x, h, depth, seen):
+        kind = _type(x)
+        h.update(b"<" + kind.__qualname__.encode() + b">")
+        if depth > 5 or _id(x) in seen:
+            return
+        if x is None or kind is _bool or kind is _int or kind is _str or kind is _bytes:
+            h.update(_repr(x).encode())
+            return
+        if kind is _float:
+            h.update(_float_repr(x).encode())
+            return
+        seen.add(_id(x))
+        if _isinstance(x, Tensor):
+            h.update(_repr((_str(_dtype(x)), _list(_shape(x)), _requires_grad(x))).encode())
+            data = _cpu(_detach(x))
+            if _dtype(data) == _bfloat16:
+                data = _to(data, _float64)
+            h.update(_repr(_tolist(_contiguous(data))).encode())
+            return
+        if kind is _list or kind is _tuple:
+            for v in x:
+                digest(v, h, depth + 1, seen)
+            return
+        if kind is _dict:
+            for k, v in _list(x.items()):
+                digest(k, h, depth + 1, seen)
+                digest(v, h, depth + 1, seen)
+            return
+        if _isinstance(x, Generator):
+            h.update(_repr(_tolist(_gen_state(x))).encode())
+            return
+        if _isinstance(x, Module):
+            for cls in _type(x).__mro__:
+                if cls is _object or cls.__module__.startswith("torch"):
+                    continue
+                h.update((cls.__module__ + "." + cls.__qualname__).encode())
+                for key, member in _sorted(_vars(cls).items(), key=lambda kv: kv[0]):
+                    code = _getattr(_getattr(member, "__func__", member), "__code__", None)
+                    h.update(_str(key).encode())
+                    if _type(code) is CODE:
+                        code_digest(code, h)
+            for name, sub in _named_modules(x, remove_duplicate=False):
+                h.update((name + ":" + _type(sub).__qualname__).encode())
+            storages = {}
+            for name, p in _named_parameters(x, remove_duplicate=False):
+                group = storages.setdefault(_ptr(_storage(p)), _len(storages))
+                h.update((name + "@" + _repr(group)).encode())
+                digest(_detach(p), h, depth + 1, _set())
+            for name, b in _named_buffers(x, remove_duplicate=False):
+                h.update(name.encode())
+                digest(b, h, depth + 1, _set())
+            return
+        code = _getattr(x, "__code__", None)
+        if _type(code) is CODE and _callable(x):
+            code_digest(code, h)
+            digest(_getattr(x, "__defaults__", None), h, depth + 1, seen)
+            for cell in _getattr(x, "__closure__", None) or ():
+                try:
+                    digest(cell.cell_contents, h, depth + 1, seen)
+                except _ValueError:  # an empty cell
+                    h.update(b"<empty>")
+            glob = _getattr(x, "__globals__", None)
+            if _type(glob) is _dict:
+                for name in code.co_names:
+                    value = glob.get(name)
+                    if _isinstance(value, Tensor | Module) or _type(value) in (_int, _float, _bool):
+                        h.update(name.encode())
+                        digest(value, h, depth + 1, seen)
+            owner = _getattr(x, "__self__", None)
+            if owner is not None:
+                digest(owner, h, depth + 1, seen)
+            return
+        try:
+            attrs = _vars(x)
+        except _TypeError:
+            attrs = None
+        if _type(attrs) is _dict:
+            for k in _sorted(attrs, key=_str):
+                h.update(_str(k).encode())
+                digest(attrs[k], h, depth + 1, seen)
+        else:
+            h.update(kind.__qualname__.encode())
+
+    def fingerprint(args, kwargs):
+        h = _sha256()
+        with _DisableTF():
+            digest(_list(args), h, 0, _set())
+            digest(_dict(kwargs), h, 0, _set())
+        return h.hexdigest()[:32]
+
+    def to_json(value):
+        return "".join(_encoder(value, 0))
+
+    def add_codes(*functions):
+        """Count these functions (or code objects) as the grader's own code."""
+
+        def walk(code):
+            own_codes.add(code)
             for const in code.co_consts:
-                if hasattr(const, "co_code"):
-                    add(const, f"{name}.{const.co_name}")
+                if _type(const) is CODE:
+                    walk(const)
 
-    for module_name, module in list(sys.modules.items()):
-        if not module_name.startswith("helpers.") or module_name == __name__ or module is None:
-            continue
-        for value in list(vars(module).values()):
-            members = [value] + (list(vars(value).values()) if isinstance(value, type) else [])
-            for member in members:
-                member = getattr(member, "fget", None) or getattr(member, "__func__", member)
-                member = getattr(member, "__wrapped__", member)  # a contextmanager's function
-                code = getattr(member, "__code__", None)
-                if code is not None and code.co_filename.startswith(_HELPERS):
-                    home = getattr(member, "__module__", None)  # where it is defined
-                    home = home if isinstance(home, str) else module_name
-                    if home != __name__:  # not this module's own code, re-exported elsewhere
-                        add(code, f"{home}.{code.co_qualname}")
-    return codes
+        for fn in functions:
+            walk(fn if _type(fn) is CODE else fn.__code__)
+        kinds.clear()
 
+    add_codes(refresh_course_map, kind_of, attributed_to_user, note, problem, intact, same_vars, check,
+              on_event, profile, thread_profile, begin, end, observe, number, tensor_data, tensor,
+              module, plain, code_digest, digest, fingerprint, to_json, add_codes, fm_method,
+              dm_method)  # fmt: skip
 
-def _own_codes() -> set:
-    """The code objects of this module's functions and methods (by identity of content)."""
-    own = set()
-    for value in list(globals().values()):
-        members = [value] + (list(vars(value).values()) if isinstance(value, type) else [])
-        for member in members:
-            code = getattr(member, "__code__", None)
-            if code is not None and getattr(member, "__module__", None) == __name__:
-                own.add(code)
-    return own
+    return {
+        "observe": observe,
+        "begin": begin,
+        "end": end,
+        "plain": plain,
+        "fingerprint": fingerprint,
+        "to_json": to_json,
+        "add_codes": add_codes,
+        "kind_of": kind_of,
+        "attributed_to_user": attributed_to_user,
+        "note": note,
+        "exposed": (profile, thread_profile, fm_method, dm_method),
+    }
 
 
-class _CourseCalls:
-    """The course's own functions the answer calls (``helpers.positional.wavelengths``, ...), seen
-    with ``sys.setprofile`` (and ``threading.setprofile``: a thread the answer starts is marked
-    :data:`ANOTHER_THREAD`): an exercise whose answer a lesson helper computes outright forbids
-    calling it (tools/grading/spec.py). A helper is recognised by its file, and by its code
-    object wherever that code runs; calls into :data:`THIRD_PARTY` libraries by their module."""
+_PLAIN = _machinery(_dependencies())  # unsealed: the lessons' tests, the visible checks, dev logs
+
+
+def plain(x):
+    """``x`` as JSON-able plain data (see the module docstring); exact types only."""
+    return _PLAIN["plain"](x)
+
+
+def fingerprint(*args, **kwargs) -> str:
+    """A digest of a hidden case's inputs (tensors' values, modules' classes, code and
+    parameters, functions' code and the values they close over): the same inputs give the same
+    digest in any process; a replaced class or function gives another."""
+    return _PLAIN["fingerprint"](args, kwargs)
+
+
+def observe(answer: Callable, *args, **kwargs):
+    """Run ``answer(*args, **kwargs)`` as the grader's recorder does: returns ``(result, error,
+    calls, problems)``: the exception it raised (or None), the names of what its own code called
+    (torch functions, ATen operators, the course's functions, markers) in order of first use, and
+    what it did to the observers. The visible checks use it, so what a check refuses is what the
+    grade refuses."""
+    return _PLAIN["observe"](answer, args, kwargs)
+
+
+class CallNames:
+    """A context manager: the names of what the code run inside it called (``names``, a set, and
+    ``order``, first use first), observed as the grader's recorder observes an answer."""
 
     def __init__(self):
         self.names: set[str] = set()
-        self._previous = None
-        self._codes = _course_codes()
-        self._own = _OWN_CODES
-
-    def _profile(self, frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
-        if code in self._own:
-            return  # this module's own code (the profiler's __exit__, record)
-        name = self._codes.get(code)
-        if name is not None:
-            self.names.add(name)
-        elif code.co_filename.startswith(_HELPERS):
-            module = frame.f_globals.get("__name__", "")
-            self.names.add(f"{module}.{code.co_qualname}")
-        else:
-            module = frame.f_globals.get("__name__", "")
-            if isinstance(module, str) and module.startswith(THIRD_PARTY):
-                self.names.add(f"{module.split('.')[0]}.{code.co_qualname}")
-
-    def _thread_profile(self, frame, event, arg):
-        self.names.add(ANOTHER_THREAD)
-        self._profile(frame, event, arg)
+        self.order: list[str] = []
+        self.problems: list[str] = []
 
     def __enter__(self):
-        self._previous = sys.getprofile()
-        self._previous_threads = threading.getprofile()
-        threading.setprofile(self._thread_profile)
-        sys.setprofile(self._profile)
+        _PLAIN["begin"]()
         return self
 
     def __exit__(self, *exc):
-        sys.setprofile(self._previous)
-        threading.setprofile(self._previous_threads)
+        order, problems = _PLAIN["end"]()
+        self.order = [n for n in order if n not in self.names] if self.order else order
+        self.names = set(order)
+        self.problems = problems
+        return False
+
+
+_CourseCalls = CallNames  # the name lesson 9's and lesson 4's checks use
 
 
 def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
@@ -230,20 +747,311 @@ def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
     shown as a cell's result would be read by nbgrader as partial credit)."""
     case = _cases.get(exercise, 0)
     _cases[exercise] = case + 1
-    calls = CallNames()
-    course = _CourseCalls()
-    try:
-        with calls, course:
-            result = answer(*args, **kwargs)
-        entry = {"value": plain(result)}
-    except Exception as error:  # the answer failed on this case: that is what gets recorded
-        entry = {"error": type(error).__name__}
-    calls.names.update(course.names)
     log = os.environ.get("HELPERS_GRADING_LOG")
-    if log:
-        entry.update(exercise=str(exercise), case=case, calls=sorted(calls.names))
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(json.dumps(entry) + "\n")
+    if not log:
+        try:
+            answer(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - outside grading a failing answer changes nothing
+            pass
+        return None
+    entry = _case_entry(_PLAIN, str(exercise), case, answer, args, kwargs)
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(_PLAIN["to_json"](entry) + "\n")
+    return None
 
 
-_OWN_CODES = _own_codes()  # this module's own code, fixed once it is loaded
+def _case_entry(machinery, exercise, case, answer, args, kwargs) -> dict:
+    """One case: the inputs' fingerprint, then the answer observed, as plain data (what
+    ``record`` writes to a developer's log; the sealed recorder builds the same)."""
+    inputs = machinery["fingerprint"](args, kwargs)
+    result, error, calls, problems = machinery["observe"](answer, args, kwargs)
+    entry = {"kind": "case", "exercise": exercise, "case": case, "inputs": inputs, "calls": calls}
+    if problems:
+        entry["problems"] = problems
+    if error is not None:
+        entry["error"] = type(error).__name__
+        if not isinstance(error, Exception):
+            raise error
+    else:
+        entry["value"] = machinery["plain"](result)
+    return entry
+
+
+# ---------------------------------------------------------------------------------------------
+# The sealed recorder (the grading kernel only)
+# ---------------------------------------------------------------------------------------------
+
+
+
+def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one closure on purpose
+    """The sealed recorder, a generator: its state (the channel's key, the seeds, the hidden
+    tests' code) lives in its frame, which only an audited operation reaches. Protocol: the
+    first ``send`` gives it its own ``send``; it yields the entry points ``(record,
+    hidden_seed)``; each later ``send(request)`` from an entry point is answered by a yield."""
+    _type, _len, _dict, _set, _list, _str = d["type"], d["len"], d["dict"], d["set"], d["list"], d["str"]
+    _isinstance, _int, _bytes, _getattr = d["isinstance"], d["int"], d["bytes"], d["getattr"]
+    _compile, _BaseException, _Exception = d["compile"], d["BaseException"], d["Exception"]
+    _getframe, _get_ident, _write = d["getframe"], d["get_ident"], d["os_write"]
+    _hmac, _main, _getpid = d["hmac_digest"], d["main_ident"], d["getpid"]
+    _Module, _Interactive = d["ast_Module"], d["ast_Interactive"]
+    ONLY_AST, AWAIT = d["only_ast"], d["top_level_await"]
+    CODE = _type((lambda: 0).__code__)
+    _lock = d["allocate_lock"]()
+    observe, plain, fingerprint, to_json = m["observe"], m["plain"], m["fingerprint"], m["to_json"]
+    kind_of, add_codes, note = m["kind_of"], m["add_codes"], m["note"]
+    ANOTHER, COMPILED_, SCRIPT = d["markers"]
+
+    key = _bytes.fromhex(config["key"])
+    seeds = _dict(config["seeds"])
+    public_seeds = _dict(config["public_seeds"])
+    hidden_sources = _list(config["hidden"])
+    config.clear()
+    seq = [0]
+    counters: dict = {}
+    trusted: dict = {"codes": None}
+    script_seen = [False]
+    in_hook = _set()
+    exposed = _set(m["exposed"])  # functions the notebook can reach (reading them is flagged)
+    add_codes(_getframe(0).f_code)  # this generator's own code
+    AUDITED_READS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code")
+
+    def emit(entry):
+        with _lock:
+            entry["seq"] = seq[0]
+            body = to_json(entry)
+            mac = _hmac(key, body.encode(), "sha256").hex()
+            line = (mac + " " + body + "\n").encode()
+            while line:
+                line = line[_write(fd, line) :]
+            seq[0] += 1
+
+    def flag(reason, event=None):
+        emit({"kind": "flag", "reason": reason, "event": event})
+
+    def trusted_codes():
+        """Every code object the hidden tests compile to (by content: as IPython compiles each
+        top-level statement of a cell, as a module or interactively, with or without top-level
+        await): only these may call ``record`` and ``hidden_seed``."""
+        if trusted["codes"] is not None:
+            return trusted["codes"]
+        codes = _set()
+
+        def walk(code):
+            codes.add(code)
+            for const in code.co_consts:
+                if _type(const) is CODE:
+                    walk(const)
+
+        for source in hidden_sources:
+            try:
+                tree = _compile(source, "<hidden tests>", "exec", ONLY_AST, True)
+            except _Exception:
+                continue
+            for node in tree.body:
+                for wrapped, mode in ((_Module([node], []), "exec"), (_Interactive([node]), "single")):
+                    for flags in (0, AWAIT):
+                        try:
+                            walk(_compile(wrapped, "<hidden tests>", mode, flags, True))
+                        except _Exception:
+                            pass
+        trusted["codes"] = codes
+        return codes
+
+    def caller(entry_code):
+        """The frame that called the entry point (None when it was not called through it)."""
+        frame = _getframe(1)  # the generator's own frame is 0; 1 is whoever resumed it
+        while frame is not None and frame.f_code is not entry_code:
+            if kind_of(frame.f_code)[0] != "ours":
+                return None
+            frame = frame.f_back
+        return None if frame is None else frame.f_back
+
+    def do_record(exercise, answer, args, kwargs, frame):
+        if _type(exercise) is not _str:
+            flag("record() was given an exercise that is not a str")
+            return None
+        case = counters.get(exercise, 0)
+        counters[exercise] = case + 1
+        if frame is None or frame.f_code not in trusted_codes():
+            flag(f"record({exercise!r}) was called from code that is not the hidden tests", exercise)
+            return None
+        entry = {"kind": "case", "exercise": exercise, "case": case}
+        entry["inputs"] = fingerprint(args, kwargs)
+        result, error, calls, problems = observe(answer, args, kwargs)
+        if script_seen[0] and SCRIPT not in calls:
+            calls.append(SCRIPT)
+        entry["calls"] = calls
+        if problems:
+            entry["problems"] = problems
+        if error is not None:
+            entry["error"] = _type(error).__name__
+        else:
+            try:
+                entry["value"] = plain(result)
+            except _BaseException as e:
+                entry["error"] = "converting the answer raised " + _type(e).__name__
+        emit(entry)
+        return None if error is None or _isinstance(error, _Exception) else error
+
+    def do_seed(exercise, frame):
+        if _type(exercise) is not _str:
+            return 0
+        if frame is None or frame.f_code not in trusted_codes():
+            flag(f"hidden_seed({exercise!r}) was called from code that is not the hidden tests")
+            return public_seeds.get(exercise, 0)
+        seed = seeds.get(exercise)
+        if seed is None:
+            flag(f"hidden_seed({exercise!r}): the grader has no seed for it")
+            return public_seeds.get(exercise, 0)
+        return seed
+
+    # --- the audit hook -----------------------------------------------------------------------
+    def user_caller(frame):
+        """The nearest frame outside the standard library is the notebook's code."""
+        while frame is not None:
+            kind = kind_of(frame.f_code)[0]
+            if kind == "user":
+                return True
+            if kind != "stdlib":
+                return False
+            frame = frame.f_back
+        return False
+
+    def ours(frame):
+        return frame is not None and kind_of(frame.f_code)[0] == "ours"
+
+    fds = {fd}
+    fd_paths = _set()
+    for base in ("/proc/self", f"/proc/{_getpid()}", "/proc/thread-self"):
+        fd_paths.update({base + "/fd/" + _str(fd), base + "/fdinfo/" + _str(fd), base + "/mem"})
+    fd_paths.update({"/dev/fd/" + _str(fd), "/proc/self/fd", "/proc/" + _str(_getpid()) + "/fd"})
+
+    def on_audit(event, args, frame):
+        if event == "sys.setprofile" or event == "sys.settrace":
+            if _get_ident() != _main and event == "sys.setprofile":
+                note(ANOTHER)  # a thread starting while an answer is observed (threading's hook)
+                return
+            flag("the notebook's code set a profile or trace function (" + event + ")", event)
+        elif event == "sys._getframe":
+            got = args[0] if args else None
+            if ours(got):
+                flag("the notebook's code took one of the grader's frames", event)
+            elif user_caller(frame):
+                flag("the notebook's code reads stack frames (sys._getframe)", event)
+        elif event == "sys._current_frames":
+            if user_caller(frame):
+                flag("the notebook's code reads stack frames (sys._current_frames)", event)
+        elif event == "object.__getattr__":
+            obj, name = args[0], args[1]
+            if obj in exposed or obj is generator[0]:
+                flag(f"the notebook's code read the grader's {name}", event)
+            elif name in AUDITED_READS or name == "__code__":
+                if user_caller(frame):
+                    flag(f"the notebook's code reads {name}", event)
+        elif event == "object.__setattr__":
+            obj, name = args[0], args[1]
+            if obj in exposed:
+                flag(f"the notebook's code changed the grader's {name}", event)
+            elif name == "__code__" and user_caller(frame):
+                flag("the notebook's code replaced a function's __code__", event)
+        elif event == "function.__new__" or event == "code.__new__":
+            if user_caller(frame):
+                flag(f"the notebook's code builds code objects ({event})", event)
+        elif event[:3] == "gc." or event[:7] == "ctypes.":
+            if user_caller(frame):
+                flag(f"the notebook's code uses {event}", event)
+        elif event == "open" or event == "os.listdir" or event == "os.scandir":
+            path = args[0] if args else None
+            if (_type(path) is _int and path in fds) or (
+                _isinstance(path, _str) and path.rstrip("/") in fd_paths
+            ):
+                flag("the notebook's code opened the grader's channel", event)
+        elif event == "sys.addaudithook":
+            flag("the notebook's code added an audit hook", event)
+        elif event == "compile":
+            probe = frame
+            while probe is not None:
+                if probe.f_code.co_filename.startswith(JIT):
+                    script_seen[0] = True
+                    break
+                probe = probe.f_back
+        elif user_caller(frame):  # processes: a child holds a copy of everything in this one
+            flag(f"the notebook's code starts a process ({event})", event)
+
+    JIT = d["torch_dir"] + "jit/"
+    INTERESTING = _set(AUDITED_READS) | {"__code__"}
+    WATCHED = _set(
+        "sys.setprofile sys.settrace sys._getframe sys._current_frames object.__getattr__ "
+        "object.__setattr__ function.__new__ code.__new__ gc.get_objects gc.get_referrers "
+        "gc.get_referents open os.listdir os.scandir sys.addaudithook compile subprocess.Popen "
+        "os.system os.fork os.forkpty os.posix_spawn os.exec os.spawn pty.spawn".split()
+    )
+
+    def hook(event, args):
+        if event not in WATCHED and event[:7] != "ctypes.":
+            return
+        if event == "object.__getattr__" and not (
+            args[1] in INTERESTING or args[0] in exposed or args[0] is generator[0]
+        ):
+            return  # the common case (a library reading f_code, say): nothing to look at
+        ident = _get_ident()
+        if ident in in_hook:
+            return
+        in_hook.add(ident)
+        try:
+            frame = _getframe(1)
+            if not ours(frame):
+                on_audit(event, args, frame)
+        except _BaseException:  # noqa: BLE001 - the hook never breaks the notebook
+            pass
+        finally:
+            in_hook.discard(ident)
+
+    generator = [None]
+    add_codes(emit, flag, trusted_codes, caller, do_record, do_seed, user_caller, ours, on_audit,
+              hook)  # fmt: skip
+    send = yield None  # the first send: this generator's own send
+
+    def record(exercise, answer, /, *args, _send=send, **kwargs):
+        error = _send(("record", exercise, answer, args, kwargs))
+        if error is not None:
+            raise error
+
+    def hidden_seed(exercise, /, _send=send):
+        return _send(("seed", exercise))
+
+    exposed.update({record, hidden_seed})
+    generator[0] = _getattr(send, "__self__", None)
+    add_codes(record, hidden_seed)
+    entry_codes = {"record": record.__code__, "seed": hidden_seed.__code__}
+    d["addaudithook"](hook)
+    request = yield (record, hidden_seed)
+    while True:
+        response = None
+        try:
+            kind = request[0]
+            frame = caller(entry_codes.get(kind))
+            if kind == "record":
+                response = do_record(request[1], request[2], request[3], request[4], frame)
+            elif kind == "seed":
+                response = do_seed(request[1], frame)
+        except _BaseException as e:  # noqa: BLE001 - the recorder never dies
+            try:
+                flag("the recorder failed: " + _type(e).__name__)
+            except _BaseException:
+                pass
+        request = yield response
+
+
+def _seal(config: dict, fd: int) -> None:
+    """Seal this module (the grading kernel calls this before any notebook code): ``record`` and
+    ``hidden_seed`` become the entry points of the sealed recorder (:func:`_sentinel`), which
+    signs every case and flag with ``config["key"]`` and writes it to the file descriptor
+    ``fd``. ``config``: ``key`` (hex), ``seeds`` and ``public_seeds`` ({exercise: int}),
+    ``hidden`` (the sources of the hidden tests, as the grader sends them)."""
+    global record, hidden_seed
+    d = _dependencies()
+    m = _machinery(d)
+    gen = _sentinel(d, m, config, fd)
+    next(gen)
+    record, hidden_seed = gen.send(gen.send)
