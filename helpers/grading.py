@@ -146,6 +146,7 @@ def _dependencies() -> dict:
         getframe=sys._getframe,
         setprofile=sys.setprofile,
         getprofile=sys.getprofile,
+        gettrace=sys.gettrace,
         addaudithook=sys.addaudithook,
         threading_setprofile=threading.setprofile,
         get_ident=_thread.get_ident,
@@ -229,7 +230,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     _all, _any, _callable, _object = d["all"], d["any"], d["callable"], d["object"]
     _BaseException, _TypeError, _ValueError = d["BaseException"], d["TypeError"], d["ValueError"]
     _getframe, _setprofile, _getprofile = d["getframe"], d["setprofile"], d["getprofile"]
-    _thread_setprofile = d["threading_setprofile"]
+    _thread_setprofile, _gettrace = d["threading_setprofile"], d["gettrace"]
     Tensor, Module, Generator = d["Tensor"], d["Module"], d["Generator"]
     _detach, _cpu, _to, _flatten = d["t_detach"], d["t_cpu"], d["t_to"], d["t_flatten"]
     _contiguous, _tolist, _storage = d["t_contiguous"], d["t_tolist"], d["t_untyped_storage"]
@@ -453,8 +454,8 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         names, problems = {}, []
         if _len_tf() or _len_dm():
             problems.append("a torch mode the grader did not set was active when the case began")
-        if _getprofile() is not None:
-            problems.append("a profile function the grader did not set was active")
+        if _getprofile() is not None or _gettrace() is not None:
+            problems.append("a profile or trace function the grader did not set was active")
         fm, dm = _FunctionMode(), _DispatchMode()
         modes["fm"], modes["dm"] = fm, dm
         modes["vars"] = {_id(fm): _list(_vars(fm).items()), _id(dm): _list(_vars(dm).items())}
@@ -657,6 +658,9 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             digest(_dict(kwargs), h, 0, _set())
         return h.hexdigest()[:32]
 
+    def active():
+        return state["depth"] > 0
+
     def to_json(value):
         return "".join(_encoder(value, 0))
 
@@ -675,7 +679,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     add_codes(refresh_course_map, kind_of, attributed_to_user, note, problem, intact, same_vars, check,
               on_event, profile, thread_profile, begin, end, observe, number, tensor_data, tensor,
-              module, plain, code_digest, digest, fingerprint, to_json, add_codes, fm_method,
+              module, plain, code_digest, digest, fingerprint, active, to_json, add_codes, fm_method,
               dm_method)  # fmt: skip
 
     return {
@@ -690,6 +694,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         "attributed_to_user": attributed_to_user,
         "note": note,
         "exposed": (profile, thread_profile, fm_method, dm_method),
+        "active": active,
     }
 
 
@@ -798,7 +803,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     CODE = _type((lambda: 0).__code__)
     _lock = d["allocate_lock"]()
     observe, plain, fingerprint, to_json = m["observe"], m["plain"], m["fingerprint"], m["to_json"]
-    kind_of, add_codes, note = m["kind_of"], m["add_codes"], m["note"]
+    kind_of, add_codes, note, active = m["kind_of"], m["add_codes"], m["note"], m["active"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
 
     key = _bytes.fromhex(config["key"])
@@ -931,7 +936,8 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
             if _get_ident() != _main and event == "sys.setprofile":
                 note(ANOTHER)  # a thread starting while an answer is observed (threading's hook)
                 return
-            flag("the notebook's code set a profile or trace function (" + event + ")", event)
+            if user_caller(frame) or active():  # not a library's own, outside the answers
+                flag("the notebook's code set a profile or trace function (" + event + ")", event)
         elif event == "sys._getframe":
             got = args[0] if args else None
             if ours(got):

@@ -10,8 +10,17 @@ Run nbgrader from this folder (``cd nbgrader && nbgrader ...``) so that it reads
 """
 
 import os
+import sys
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
+
+# The course's grading code (tools/grading, never installed with helpers nor released):
+# `coursework.py` names it in COURSE_TOOLS when it runs nbgrader on another course folder.
+TOOLS = os.environ.get("COURSE_TOOLS") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.pardir, "tools"
+)
+if os.path.abspath(TOOLS) not in sys.path:
+    sys.path.insert(0, os.path.abspath(TOOLS))
 
 c.CourseDirectory.course_id = "transformer-block"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))  # this folder
@@ -29,9 +38,43 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 # in lesson 8) need more on a slow machine. The limit is per cell, not per notebook.
 c.Execute.timeout = 600
 
-# nbgrader's autograder gives 0 points to a test cell that shows an error OR writes to stderr.
-# The course's check cells raise helpers.checks.ExerciseFailed for a wrong answer (an
-# AssertionError: 0 points) and print a line to stdout for a right one (full points).
+# Autograding, the course's way (docs/INSTRUCTORS.md), for `nbgrader autograde` and the
+# formgrader's button as for `tools/coursework.py autograde`: nbgrader's Execute is replaced by
+# the confined grading kernel run from a private folder, with the demonstration cells no exercise
+# needs skipped (tools/grading/execute.py); SaveAutoGrades (points from what the kernel printed)
+# by the verdicts of the hidden records against the instructor's (tools/grading/saveverdicts.py).
+from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    ClearHiddenTests,
+    GetGrades,
+    IgnorePattern,
+    LimitOutput,
+)
+
+c.Autograde.autograde_preprocessors = [
+    "grading.execute.ConfinedExecute",
+    IgnorePattern,
+    ClearMetadataPreprocessor,
+    LimitOutput,
+    "grading.saveverdicts.SaveVerdicts",
+    AssignLatePenalties,
+    CheckCellMetadata,
+]
+c.AssignLatePenalties.plugin_class = "grading.saveverdicts.LatePenalty"
+# A check cell the student deleted is put back (and graded), not a reason to fail the notebook.
+c.OverwriteCells.add_missing_cells = True
+# The feedback never shows the hidden tests (their code and inputs).
+c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.ClearHiddenTests.enforce_metadata = False
+
+# The course's grading settings (tools/grading/settings.py): the instructor's secret, skipping,
+# due dates, the late policy and extensions. One place; none set here by default.
+# c.CourseGrading.secret_file = "~/.config/transformer-block-course/hidden-cases.key"
+# c.CourseGrading.due = {"lesson04": "2027-03-01 17:00:00 UTC"}
+# c.CourseGrading.late = {"*": {"percent_per_day": 10, "cap_percent": 50, "grace_minutes": 15}}
+# c.CourseGrading.extensions = {"alice": {"lesson04": {"days": 2}}}
 
 # `nbgrader validate` (and the Validate button) cut each line of a verdict at 90 characters by
 # default; the checks' verdicts are one line, often longer.

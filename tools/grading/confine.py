@@ -1,22 +1,28 @@
-"""Start an IPython kernel for grading inside a bubblewrap sandbox (the kernelspec's argv).
+"""Start the grading kernel inside a bubblewrap sandbox (the confined kernelspec's argv).
 
     python tools/grading/confine.py CONNECTION_FILE
 
-nbgrader's autograder starts this in place of the plain kernel (``coursework.py`` writes a
-kernelspec ``course-confined`` whose argv is this script). The kernel, and so the student's code,
-runs:
+nbgrader's autograder (through :class:`grading.execute.ConfinedExecute`) starts this in place of
+the plain kernel. The environment names two files in a folder private to the grader, which the
+sandbox does not contain: ``GRADING_STARTUP`` (what the grader tells the recorder: the channel's
+key, the seeds, the hidden tests) and ``GRADING_RECORDS`` (the channel; created here, new,
+append-only). Both are opened here, outside the sandbox, and passed to the kernel as open file
+descriptors (``helpers._grading_kernel``); the notebook's code never has their paths. The kernel,
+and so the student's code, runs:
 
 * as the unprivileged user ``nobody`` in a user namespace of its own, with no capabilities;
-* in a PID namespace of its own: when nbgrader shuts the kernel down, every process the notebook
+* in a PID namespace of its own: when the kernel is shut down, every process the notebook
   started (a detached daemon included) is killed with it;
 * with a file system that holds only what a kernel needs, read-only: the system's libraries, the
-  Python installation and its virtual environment, the course's ``helpers`` package. The folder
-  nbgrader grades the notebook in is the only writable place (and a private ``/tmp``). The course
-  folder (gradebook, instructor source, other students' submissions) and the grading tools are not
-  in the sandbox at all;
+  Python installation and its virtual environment, the course's ``helpers`` package; the working
+  folder ``/grading`` and ``/tmp`` are fresh in-memory file systems of their own
+  (``GRADING_TMPFS_MB`` each, default 512), gone with the kernel. No folder of the course (the
+  gradebook, the instructor's source, any student's work, the folder nbgrader writes the graded
+  notebook to) and none of the grading tools is in the sandbox at all;
 * under limits: address space (``GRADING_MEMORY_MB``, default 4096), CPU time
-  (``GRADING_CPU_SECONDS``, default 900) and wall-clock time (``GRADING_WALL_SECONDS``, default
-  1200) for the whole notebook; nbgrader's own per-cell timeout (600 s) comes on top.
+  (``GRADING_CPU_SECONDS``, default 900), the size of any file it writes (``GRADING_FILE_MB``,
+  default 256) and wall-clock time (``GRADING_WALL_SECONDS``, default 1200) for the whole
+  notebook; nbgrader's own per-cell timeout comes on top.
 
 Bubblewrap (Debian's ``bubblewrap``) is used because it is small, audited, used by Flatpak, and
 needs no daemon; as root (CI) it creates the namespaces directly.
@@ -27,12 +33,13 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import stat
 import sys
 from pathlib import Path
 
 NOBODY = 65534
-#: Where helpers.grading.record writes, in the folder the notebook is graded in.
-LOG_NAME = ".grading.jsonl"
+#: The kernel's working folder inside the sandbox (an in-memory file system).
+WORKDIR = "/grading"
 
 
 def _ro_binds() -> list[str]:
@@ -53,8 +60,21 @@ def _ro_binds() -> list[str]:
     return args
 
 
-def command(connection_file: str, workdir: str) -> list[str]:
-    """The bwrap command line that runs the kernel confined in ``workdir``."""
+def open_channel(startup: str, records: str) -> tuple[int, int]:
+    """Open the startup file (read, a regular file, no symlink) and create the records file
+    (new, append-only, mode 0600, no symlink): both in the grader's private folder."""
+    fd_in = os.open(startup, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd_in).st_mode):
+        raise SystemExit(f"confine: {startup} is not a regular file")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd_out = os.open(records, flags, 0o600)
+    for fd in (fd_in, fd_out):
+        os.set_inheritable(fd, True)
+    return fd_in, fd_out
+
+
+def command(connection_file: str, fd_in: int, fd_out: int) -> list[str]:
+    """The bwrap command line that runs the grading kernel confined."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SystemExit(
@@ -63,6 +83,7 @@ def command(connection_file: str, workdir: str) -> list[str]:
         )
     connection_file = str(Path(connection_file).resolve())
     wall = os.environ.get("GRADING_WALL_SECONDS", "1200")
+    tmpfs = str(int(os.environ.get("GRADING_TMPFS_MB", "512")) * 1024 * 1024)
     return [
         shutil.which("timeout") or "/usr/bin/timeout",
         "--signal=KILL",
@@ -81,8 +102,10 @@ def command(connection_file: str, workdir: str) -> list[str]:
         "--new-session",
         "--cap-drop",
         "ALL",
-        # a private /tmp first: the read-only binds and the work folder below may lie under /tmp
-        # (a checkout or pytest's folders), and a later mount would hide them
+        # a private /tmp first: the read-only binds below may lie under /tmp (a checkout or
+        # pytest's folders), and a later mount would hide them
+        "--size",
+        tmpfs,
         "--tmpfs",
         "/tmp",
         *_ro_binds(),
@@ -90,14 +113,15 @@ def command(connection_file: str, workdir: str) -> list[str]:
         "/proc",
         "--dev",
         "/dev",
-        "--bind",
-        workdir,
-        workdir,
+        "--size",
+        tmpfs,
+        "--tmpfs",
+        WORKDIR,
         "--ro-bind",
         connection_file,
         connection_file,
         "--chdir",
-        workdir,
+        WORKDIR,
         "--clearenv",
         "--setenv",
         "PATH",
@@ -112,11 +136,14 @@ def command(connection_file: str, workdir: str) -> list[str]:
         "PYDEVD_DISABLE_FILE_VALIDATION",
         "1",
         "--setenv",
-        "HELPERS_GRADING_LOG",
-        str(Path(workdir) / LOG_NAME),
+        "HELPERS_GRADING_STARTUP_FD",
+        str(fd_in),
+        "--setenv",
+        "HELPERS_GRADING_RECORDS_FD",
+        str(fd_out),
         sys.executable,
         "-m",
-        "ipykernel_launcher",
+        "helpers._grading_kernel",
         "-f",
         connection_file,
         "--HistoryManager.hist_file=:memory:",
@@ -126,15 +153,25 @@ def command(connection_file: str, workdir: str) -> list[str]:
 def _limits() -> None:
     memory = int(os.environ.get("GRADING_MEMORY_MB", "4096")) * 1024 * 1024
     cpu = int(os.environ.get("GRADING_CPU_SECONDS", "900"))
+    size = int(os.environ.get("GRADING_FILE_MB", "256")) * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 def main(argv: list[str]) -> None:
     if len(argv) != 1:
         raise SystemExit("usage: confine.py CONNECTION_FILE")
-    cmd = command(argv[0], os.getcwd())
+    try:
+        startup, records = os.environ["GRADING_STARTUP"], os.environ["GRADING_RECORDS"]
+    except KeyError:
+        raise SystemExit(
+            "confine: GRADING_STARTUP and GRADING_RECORDS must name the grader's files "
+            "(tools/grading/execute.py sets them)"
+        ) from None
+    fd_in, fd_out = open_channel(startup, records)
+    cmd = command(argv[0], fd_in, fd_out)
     _limits()  # inherited by bwrap and the kernel
     os.execv(cmd[0], cmd)
 

@@ -1,11 +1,16 @@
 """Trusted verdicts: a student's records against the instructor's, compared in this process.
 
-Each hidden test records (``helpers.grading.record``) one case of one exercise: the answer as
-plain data, or the error it raised, and the torch functions it called. The instructor's solution
-notebook, run in the same confined kernel, records the same cases. An exercise earns its points
-only when every case the instructor recorded was recorded exactly once for the student and
-matches (:func:`same`), and no forbidden function was called. Messages never show the expected
-value: they say which hidden case differs and how (shape, type, largest difference).
+Each hidden test records (``helpers.grading.record``) one case of one exercise: a digest of its
+inputs, the answer as plain data (or the error it raised), what the answer's own code called, and
+what it did to the observers; the sealed recorder signs each line, and flags what the notebook's
+code did to reach the grading machinery (:mod:`channel` accepts only signed, consecutive lines).
+The instructor's notebook, run the same way, records the same cases (:mod:`reference`).
+
+An exercise earns its points only when every case the instructor recorded was recorded exactly
+once for the student, from the same inputs, with nothing flagged before or while it ran, no
+forbidden call, and a matching value (:func:`same`). Anything malformed is a wrong answer with a
+reason, never an exception. Messages never show the expected value or a hidden input: they say
+which hidden case differs and how (shape, type, largest difference).
 """
 
 from __future__ import annotations
@@ -16,22 +21,25 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.grading import ANOTHER_THREAD, THIRD_PARTY
+from helpers.grading import ANOTHER_THREAD, COMPILED, THIRD_PARTY, TORCHSCRIPT
 
 from .spec import Spec, spec_for
+
+#: Markers of code the grader cannot see into: refused wherever an exercise forbids anything.
+UNSEEN = (ANOTHER_THREAD, COMPILED, TORCHSCRIPT)
 
 
 def forbidden_calls(calls, spec: Spec) -> list[str]:
     """The recorded calls the exercise refuses: its ``forbid`` names and ``forbid_matching``
     patterns; everywhere, a third-party library that holds answers (``helpers.grading``'s
     THIRD_PARTY, e.g. Hugging Face's transformers); and, where the exercise forbids anything,
-    code run in another thread (where the torch functions it calls cannot be seen)."""
-    calls = set(calls)
+    code the grader cannot see into (another thread, torch.compile, TorchScript)."""
+    calls = {c for c in calls if isinstance(c, str)}
     bad = calls & set(spec.forbid)
     bad |= {c for c in calls if any(re.search(p, c) for p in spec.forbid_matching)}
     bad |= {c for c in calls if c.split(".")[0] in THIRD_PARTY}
     if spec.forbid or spec.forbid_matching:
-        bad |= calls & {ANOTHER_THREAD}
+        bad |= calls & set(UNSEEN)
     return sorted(bad)
 
 
@@ -43,7 +51,8 @@ class Verdict:
 
 
 def read_records(path: Path) -> tuple[dict[str, dict[int, list[dict]]], list[str]]:
-    """{exercise: {case: [entries]}} from a log, and the lines that are not valid records."""
+    """{exercise: {case: [entries]}} from an unsigned developer log (``HELPERS_GRADING_LOG``,
+    the lessons' tests), and the lines that are not valid records."""
     records: dict[str, dict[int, list[dict]]] = {}
     bad: list[str] = []
     if not Path(path).exists():
@@ -61,6 +70,16 @@ def read_records(path: Path) -> tuple[dict[str, dict[int, list[dict]]], list[str
     return records, bad
 
 
+def by_case(entries: list[dict]) -> dict[str, dict[int, list[dict]]]:
+    """{exercise: {case: [entries]}} from a channel's case entries (in order)."""
+    out: dict[str, dict[int, list[dict]]] = {}
+    for entry in entries:
+        exercise, case = entry.get("exercise"), entry.get("case")
+        if type(exercise) is str and type(case) is int:
+            out.setdefault(exercise, {}).setdefault(case, []).append(entry)
+    return out
+
+
 def _kind(x) -> str:
     if isinstance(x, dict) and len(x) == 1:
         return next(iter(x))
@@ -76,10 +95,14 @@ def same(got, want, spec: Spec, where: str = "the answer") -> str | None:
         return f"{where} is a {_kind(got)}, not a {kind}"
     if kind == "tensor":
         g, w = got["tensor"], want["tensor"]
-        if g["shape"] != w["shape"]:
-            return f"{where} has shape {g['shape']}, expected another shape"
-        if ("float" in w["dtype"]) != ("float" in g["dtype"]):
-            return f"{where} has dtype {g['dtype']}"
+        if not isinstance(g, dict) or not isinstance(g.get("data"), list):
+            return f"{where} is malformed"
+        if g.get("shape") != w["shape"]:
+            return f"{where} has shape {g.get('shape')}, expected another shape"
+        if ("float" in w["dtype"]) != ("float" in str(g.get("dtype"))):
+            return f"{where} has dtype {g.get('dtype')}"
+        if len(g["data"]) != len(w["data"]):
+            return f"{where} is malformed"
         return _close(g["data"], w["data"], spec, where)
     if kind == "module":
         return _same_module(got["module"], want["module"], spec, where)
@@ -92,8 +115,9 @@ def same(got, want, spec: Spec, where: str = "the answer") -> str | None:
                 return problem
         return None
     if kind == "dict" or (isinstance(want, dict) and kind not in ("float", "unsupported")):
-        if set(got) != set(want):
-            return f"{where} has keys {sorted(got)}, expected other keys"
+        if not isinstance(got, dict) or set(got) != set(want):
+            shown = sorted(got) if isinstance(got, dict) else got
+            return f"{where} has keys {shown}, expected other keys"
         for k in want:
             problem = same(got[k], want[k], spec, f"{where}[{k!r}]")
             if problem:
@@ -101,22 +125,20 @@ def same(got, want, spec: Spec, where: str = "the answer") -> str | None:
         return None
     if kind == "float" or isinstance(want, float):
         return _close([got], [want], spec, where)
-    if kind == "unsupported":
-        return f"{where} is of a type the grader does not accept ({got['unsupported']})"
     return None if got == want and type(got) is type(want) else f"{where} is not right"
 
 
 def _value(v) -> float:
     if isinstance(v, dict):  # {"float": "nan"}
         return float(v["float"])
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise TypeError(type(v).__name__)
     return float(v)
 
 
 def _close(got: list, want: list, spec: Spec, where: str) -> str | None:
     worst = 0.0
     for g, w in zip(got, want, strict=True):
-        if isinstance(g, dict | str) and not isinstance(g, dict):
-            return f"{where} holds a non-number"
         try:
             g, w = _value(g), _value(w)
         except (TypeError, ValueError, KeyError):
@@ -136,7 +158,7 @@ def _close(got: list, want: list, spec: Spec, where: str) -> str | None:
 
 
 def _partition(params: list[dict], key: str) -> list[list[str]]:
-    groups: dict[int, list[str]] = {}
+    groups: dict = {}
     for p in params:
         groups.setdefault(p[key], []).append(p["name"])
     return sorted(sorted(g) for g in groups.values())
@@ -169,38 +191,73 @@ def _same_module(got: dict, want: dict, spec: Spec, where: str) -> str | None:
 
 
 def judge(
-    exercise: str, reference: dict[int, list[dict]], student: dict[int, list[dict]]
+    exercise: str,
+    reference: dict[int, list[dict]],
+    student: dict[int, list[dict]],
+    flags: list[dict] = (),
+    broken_at: int | None = None,
 ) -> Verdict:
-    """The verdict on one exercise from its reference and student records."""
+    """The verdict on one exercise from its reference and student records (and the run's flags:
+    anything flagged before or while its cases ran voids them); never raises."""
+    try:
+        return _judge(exercise, reference, student, flags, broken_at)
+    except Exception as e:  # noqa: BLE001 - a malformed record is a wrong answer, with a reason
+        return Verdict(exercise, False, f"the grader could not read the answer ({type(e).__name__})")
+
+
+def _judge(exercise, reference, student, flags, broken_at) -> Verdict:
     spec = spec_for(exercise)
     if not reference:
         return Verdict(exercise, False, "no hidden cases were recorded by the solution")
+    last = -1
     for case in sorted(reference):
         entries = student.get(case, [])
         if not entries:
+            if broken_at is not None:
+                return Verdict(
+                    exercise,
+                    False,
+                    f"hidden case {case + 1}: no answer was recorded: the grader's record channel "
+                    "held lines its recorder did not write (the notebook's code wrote to it)",
+                )
             return Verdict(exercise, False, f"hidden case {case + 1}: no answer was recorded")
         if len(entries) > 1:
             return Verdict(
                 exercise, False, f"hidden case {case + 1} was recorded {len(entries)} times"
             )
         got, want = entries[0], reference[case][0]
+        last = max(last, got.get("seq", -1) if isinstance(got.get("seq"), int) else -1)
         if "value" not in want:
             return Verdict(
                 exercise,
                 False,
                 f"the solution itself failed on hidden case {case + 1}: fix the hidden test",
             )
+        if got.get("inputs") != want.get("inputs"):
+            return Verdict(
+                exercise,
+                False,
+                f"hidden case {case + 1}: its inputs are not the ones the hidden test builds "
+                "(something in the notebook replaced a function, class or default the hidden "
+                "test uses)",
+            )
+        problems = got.get("problems") or []
+        if problems:
+            return Verdict(exercise, False, f"hidden case {case + 1}: {problems[0]}")
         if "error" in got:
             return Verdict(
                 exercise, False, f"hidden case {case + 1}: the answer raised {got['error']}"
             )
-        forbidden = forbidden_calls(got.get("calls", []), spec)
+        calls = got.get("calls", [])
+        forbidden = forbidden_calls(calls if isinstance(calls, list) else [], spec)
         if forbidden:
             return Verdict(
                 exercise,
                 False,
                 f"hidden case {case + 1}: calls {', '.join(forbidden)}, which the exercise forbids",
             )
+        if "value" not in got:
+            return Verdict(exercise, False, f"hidden case {case + 1}: no answer was recorded")
         problem = same(got["value"], want["value"], spec)
         if problem:
             return Verdict(exercise, False, f"hidden case {case + 1}: {problem}")
@@ -209,4 +266,21 @@ def judge(
         return Verdict(
             exercise, False, f"more cases were recorded than the hidden tests make ({len(student)})"
         )
+    for flag in flags:
+        seq = flag.get("seq")
+        if isinstance(seq, int) and seq < last:
+            return Verdict(
+                exercise,
+                False,
+                f"before its hidden cases were recorded, {flag.get('reason', 'something')}",
+            )
     return Verdict(exercise, True, f"all {len(reference)} hidden cases right")
+
+
+def judge_all(exercise_ids, reference: dict, records) -> dict[str, Verdict]:
+    """Every exercise's verdict from a run's :class:`channel.Records`."""
+    student = by_case(records.cases)
+    return {
+        x: judge(x, reference.get(x, {}), student.get(x, {}), records.flags, records.broken_at)
+        for x in exercise_ids
+    }

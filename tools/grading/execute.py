@@ -1,0 +1,242 @@
+"""Run a notebook in the confined grading kernel, and the nbgrader preprocessor that does it.
+
+:func:`run` is the one way the course executes a notebook to grade it (a submission, or the
+instructor's source for the reference): the cells :mod:`plan` keeps, in order, in a kernel
+started by ``confine.py`` from a folder private to this process (:mod:`channel`); each check
+cell's visible part and its hidden tests are sent as two requests, so that the hidden tests run
+whatever the visible check did, and their outputs are kept out of the notebook (the feedback and
+the autograded notebook never show them). The records come back through the channel only.
+
+:class:`ConfinedExecute` puts :func:`run` in nbgrader's autograde pipeline in place of nbgrader's
+``Execute`` (the course's ``nbgrader_config.py`` configures it), so that ``nbgrader autograde``,
+the formgrader's button included, grades confined.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+from nbgrader.preprocessors import Execute
+
+from . import channel, settings
+from . import plan as planner
+
+HERE = Path(__file__).resolve().parent
+KERNEL = "course-confined"
+BEGIN, END = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+
+
+def split_hidden(source: str) -> tuple[str, str]:
+    """(the visible part, the hidden tests with their markers) of a check cell's source."""
+    lines = source.splitlines(keepends=True)
+    begin = next((i for i, line in enumerate(lines) if BEGIN in line), None)
+    if begin is None:
+        return source, ""
+    end = next((i for i in range(begin, len(lines)) if END in lines[i]), len(lines) - 1)
+    visible = "".join(lines[:begin] + lines[end + 1 :]).rstrip("\n")
+    return visible, "".join(lines[begin : end + 1])
+
+
+def _nbg(cell) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+
+
+def solution_ids(nb) -> list[str]:
+    return [_nbg(c)["grade_id"] for c in nb.cells if _nbg(c).get("solution") and not _nbg(c).get("grade")]
+
+
+def hidden_tests(source_nb) -> dict[str, str]:
+    """{check cell grade_id: its hidden tests}, from the instructor's source."""
+    found = {}
+    for cell in source_nb.cells:
+        meta = _nbg(cell)
+        if cell.cell_type == "code" and meta.get("grade"):
+            hidden = split_hidden(cell.source)[1]
+            if hidden:
+                found[meta["grade_id"]] = hidden
+    return found
+
+
+def install_kernel(folder: Path) -> str:
+    """Write the confined kernelspec under ``folder`` and return the JUPYTER_PATH entry."""
+    spec_dir = Path(folder) / "kernels" / KERNEL
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "argv": [sys.executable, str(HERE / "confine.py"), "{connection_file}"],
+        "display_name": "Python 3 (confined, for grading)",
+        "language": "python",
+    }
+    path = spec_dir / "kernel.json"
+    text = json.dumps(spec, indent=1)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return str(folder)
+
+
+@dataclass
+class Outcome:
+    """What one graded run did."""
+
+    records: channel.Records
+    skipped: list[int]
+    problems: list[str] = field(default_factory=list)
+    hidden_outputs: dict[str, list] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def grading_folder(course_root: Path) -> Path:
+    """The course folder's private working folder (0700): kernels, runs, references, logs."""
+    folder = Path(course_root) / ".grading"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+def seeds_for(source_nb, secret: bytes) -> tuple[dict, dict]:
+    import helpers.grading as recorder
+
+    ids = solution_ids(source_nb)
+    return (
+        {x: recorder.derive_seed(secret, x) for x in ids},
+        {x: recorder.derive_seed(recorder.PUBLIC_SECRET, x) for x in ids},
+    )
+
+
+def run(
+    nb,
+    source_nb,
+    release_nb,
+    course_root: Path,
+    secret: bytes,
+    *,
+    skip: bool = True,
+    timeout: int = 600,
+    startup_timeout: int = 120,
+    log=None,
+) -> Outcome:
+    """Execute ``nb`` (changed in place: outputs, execution counts) confined; see the module
+    docstring. Never raises for what the notebook does; problems are reported in the outcome."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import DeadKernelError
+
+    start = time.perf_counter()
+    course_root = Path(course_root)
+    private = grading_folder(course_root)
+    kernels = install_kernel(private / "kernels")
+    plan = planner.plan(nb, release_nb, enabled=skip)
+    hidden = hidden_tests(source_nb)
+    seeds, public = seeds_for(source_nb, secret)
+    box = channel.new_run(private / "runs")
+    outcome = Outcome(channel.Records(), plan.skipped)
+    try:
+        channel.write_startup(box, seeds, public, list(hidden.values()))
+        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+        env.update(
+            GRADING_STARTUP=str(box.startup),
+            GRADING_RECORDS=str(box.records),
+            JUPYTER_PATH=os.pathsep.join(
+                p for p in (kernels, os.environ.get("JUPYTER_PATH", "")) if p
+            ),
+            PYDEVD_DISABLE_FILE_VALIDATION="1",
+        )
+        os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]  # the kernelspec manager reads it here
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            startup_timeout=startup_timeout,
+            kernel_name=KERNEL,
+            allow_errors=True,
+            interrupt_on_timeout=True,
+            error_on_timeout={
+                "ename": "CellTimeoutError",
+                "evalue": "",
+                "traceback": ["\x1b[0;31mCellTimeoutError\x1b[0m: the cell ran out of time"],
+            },
+            resources={"metadata": {"path": str(box.folder)}},
+        )
+        try:
+            with client.setup_kernel(env=env, cwd=str(box.folder)):
+                for index, cell in enumerate(nb.cells):
+                    if cell.cell_type != "code":
+                        continue
+                    if index not in plan.run:
+                        cell.outputs, cell.execution_count = [], None
+                        continue
+                    grade_id = _nbg(cell).get("grade_id")
+                    if _nbg(cell).get("grade") and grade_id in hidden:
+                        _run_check_cell(client, cell, index, hidden[grade_id], outcome)
+                    else:
+                        client.execute_cell(cell, index)
+        except DeadKernelError as e:
+            outcome.problems.append(f"the kernel died ({str(e).splitlines()[0][:120]})")
+        except Exception as e:  # noqa: BLE001 - a kernel that would not start, a timeout ...
+            outcome.problems.append(f"the notebook could not be run: {type(e).__name__}: {e}"[:300])
+        outcome.records = channel.read(box)
+    finally:
+        box.remove()
+    outcome.seconds = time.perf_counter() - start
+    return outcome
+
+
+def _run_check_cell(client, cell, index: int, hidden: str, outcome: Outcome) -> None:
+    """The visible part, then the instructor's hidden tests as their own request (their outputs
+    kept aside, never in the notebook)."""
+    visible, _ = split_hidden(cell.source)
+    shown = nbformat.v4.new_code_cell(visible)
+    client.execute_cell(shown, index)
+    secret_part = nbformat.v4.new_code_cell(hidden)
+    client.execute_cell(secret_part, index, store_history=False)
+    client.nb.cells[index] = cell  # nbclient puts the cell it ran in the notebook: the real one back
+    cell.outputs, cell.execution_count = shown.outputs, shown.execution_count
+    outcome.hidden_outputs[_nbg(cell)["grade_id"]] = secret_part.outputs
+
+
+# ---------------------------------------------------------------------------------------------
+# nbgrader's side
+# ---------------------------------------------------------------------------------------------
+
+
+def course_paths(config, resources) -> tuple[Path, Path, Path]:
+    """(course root, instructor source notebook, student release notebook) of a notebook
+    nbgrader is autograding."""
+    root = Path(config.CourseDirectory.root or os.getcwd()).resolve()
+    meta = resources["nbgrader"]
+    name = f"{meta['notebook']}.ipynb"
+    source = root / "source" / meta["assignment"] / name
+    release = root / "release" / meta["assignment"] / name
+    return root, source, release
+
+
+class ConfinedExecute(Execute):
+    """nbgrader's ``Execute``, replaced: the notebook runs in the confined grading kernel, from a
+    private folder, with the course's demonstration cells skipped (:func:`run`). The records it
+    wrote go to ``resources["grading"]`` for :class:`grading.saveverdicts.SaveVerdicts`."""
+
+    def preprocess(self, nb, resources):
+        root, source_path, release_path = course_paths(self.config, resources)
+        options = settings.CourseGrading(config=self.config)
+        grading = resources.setdefault("grading", {})
+        try:
+            source = nbformat.read(str(source_path), as_version=4)
+            release = nbformat.read(str(release_path), as_version=4)
+            secret, _ = settings.secret(options)
+        except (OSError, ValueError, SystemExit) as e:
+            grading["outcome"] = Outcome(channel.Records(), [], [f"cannot grade: {e}"])
+            return nb, resources
+        grading["outcome"] = run(
+            nb,
+            source,
+            release,
+            root,
+            secret,
+            skip=options.skip_demonstrations,
+            timeout=self.timeout or 600,
+        )
+        grading["source"] = source
+        return nb, resources
