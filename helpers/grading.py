@@ -51,7 +51,6 @@ from __future__ import annotations
 import builtins
 import hashlib
 import hmac
-import json
 import os
 import sys
 import threading
@@ -787,13 +786,19 @@ def _case_entry(machinery, exercise, case, answer, args, kwargs) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-
 def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one closure on purpose
     """The sealed recorder, a generator: its state (the channel's key, the seeds, the hidden
     tests' code) lives in its frame, which only an audited operation reaches. Protocol: the
     first ``send`` gives it its own ``send``; it yields the entry points ``(record,
     hidden_seed)``; each later ``send(request)`` from an entry point is answered by a yield."""
-    _type, _len, _dict, _set, _list, _str = d["type"], d["len"], d["dict"], d["set"], d["list"], d["str"]
+    _type, _len, _dict, _set, _list, _str = (
+        d["type"],
+        d["len"],
+        d["dict"],
+        d["set"],
+        d["list"],
+        d["str"],
+    )
     _isinstance, _int, _bytes, _getattr = d["isinstance"], d["int"], d["bytes"], d["getattr"]
     _compile, _BaseException, _Exception = d["compile"], d["BaseException"], d["Exception"]
     _getframe, _get_ident, _write = d["getframe"], d["get_ident"], d["os_write"]
@@ -818,7 +823,15 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     in_hook = _set()
     exposed = _set(m["exposed"])  # functions the notebook can reach (reading them is flagged)
     add_codes(_getframe(0).f_code)  # this generator's own code
-    AUDITED_READS = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code")
+    AUDITED_READS = (
+        "tb_frame",
+        "gi_frame",
+        "cr_frame",
+        "ag_frame",
+        "gi_code",
+        "cr_code",
+        "ag_code",
+    )
 
     def emit(entry):
         with _lock:
@@ -853,7 +866,10 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
             except _Exception:
                 continue
             for node in tree.body:
-                for wrapped, mode in ((_Module([node], []), "exec"), (_Interactive([node]), "single")):
+                for wrapped, mode in (
+                    (_Module([node], []), "exec"),
+                    (_Interactive([node]), "single"),
+                ):
                     for flags in (0, AWAIT):
                         try:
                             walk(_compile(wrapped, "<hidden tests>", mode, flags, True))
@@ -878,7 +894,9 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         case = counters.get(exercise, 0)
         counters[exercise] = case + 1
         if frame is None or frame.f_code not in trusted_codes():
-            flag(f"record({exercise!r}) was called from code that is not the hidden tests", exercise)
+            flag(
+                f"record({exercise!r}) was called from code that is not the hidden tests", exercise
+            )
             return None
         entry = {"kind": "case", "exercise": exercise, "case": case}
         entry["inputs"] = fingerprint(args, kwargs)

@@ -1,47 +1,57 @@
 """Coursework with nbgrader: the student release of every lesson, collecting and autograding.
 
-The committed notebooks under ``notebooks/`` are the instructor versions (complete, executed).
-This tool drives nbgrader's own commands in the course folder ``nbgrader/`` (see
-docs/INSTRUCTORS.md); everything it writes there is generated and ignored by git.
+The committed notebooks under ``notebooks/`` are the instructor versions (complete, executed,
+solutions and hidden tests included: never hand them out). This tool drives nbgrader in the
+course folder ``nbgrader/`` (see docs/INSTRUCTORS.md); everything it writes there is generated
+and ignored by git.
 
     python tools/coursework.py release                 # every lesson whose notebook exists
     python tools/coursework.py release --lessons 4 5   # some lessons only
     python tools/coursework.py list                    # exercises and points of each lesson
+    python tools/coursework.py secret                  # the instructor's secret (hidden inputs)
     python tools/coursework.py collect lesson04 DOWNLOADS/   # DOWNLOADS/<student>.ipynb files
-    python tools/coursework.py autograde lesson04      # every submission of lesson04, confined
-    python tools/coursework.py scores lesson04         # one line per student, from the gradebook
+    python tools/coursework.py autograde lesson04 --jobs 4   # every submission, confined
+    python tools/coursework.py autograde lesson04 --student alice   # one student again
+    python tools/coursework.py scores lesson04         # one line per student, and per exercise
+    python tools/coursework.py scores lesson04 lesson05 --csv grades.csv   # for an LMS (Canvas)
     python tools/coursework.py review lesson04         # cells that reach for the grading machinery
 
 ``release`` copies each lesson notebook to ``nbgrader/source/lessonNN/`` (without the saved
-widget state of the instructor's run) and runs ``nbgrader generate_assignment lessonNN --force``
-(one run for all lessons): solutions replaced by
-``raise NotImplementedError()``, hidden tests removed, outputs cleared, check cells locked; the
-student versions land in ``nbgrader/release/lessonNN/``, and the gradebook
-(``nbgrader/gradebook.db``) records each assignment's graded cells, which ``autograde`` needs.
+widget state of the instructor's run) and runs ``nbgrader generate_assignment --force`` (one run
+for all lessons): solutions replaced by ``raise NotImplementedError()``, hidden tests removed,
+outputs cleared, check cells locked; the student versions land in ``nbgrader/release/lessonNN/``,
+and the gradebook (``nbgrader/gradebook.db``) records each assignment's graded cells.
 ``--course-dir DIR`` works on another course folder (the tests use a temporary one).
 
-``autograde`` runs each submission through nbgrader's own ``autograde``, one student at a time (a
-malformed submission is named and the others are still graded), in a kernel confined by
-bubblewrap (``tools/grading/confine.py``). The points do not come from that kernel: every graded
-exercise's hidden test records the student's answers on cases the release never shows
-(``helpers.grading.record``), the instructor's solution notebook records the same cases in the
-same confined kernel, and ``tools/grading/verdicts.py`` compares the two here, outside. The
-verdict is written to the gradebook as the check cell's score (nbgrader's manual score, which
-takes precedence over the automatic one) and as the exercise's comment, which nbgrader's
-feedback shows. docs/INSTRUCTORS.md says what this guarantees and what it cannot.
+``autograde`` grades every submission of a lesson with nbgrader's own autograde, configured by
+the course folder's ``nbgrader_config.py`` (so the formgrader's button grades the same way): each
+notebook runs in the confined grading kernel, from a private folder, with the course's
+demonstration cells no exercise needs skipped (``tools/grading/execute.py``, ``plan.py``); the
+points come from the hidden tests' records, judged against the instructor's notebook's records
+outside the kernel (``tools/grading/verdicts.py``). ``--jobs N`` grades N students at once (one
+worker process each, ``tools/grading/worker.py``), with a progress line; an interrupted run,
+started again, grades only the students not graded yet (``--force`` grades everyone again).
+A submission that cannot be graded scores 0 on every exercise, with the reason; the others are
+graded. docs/INSTRUCTORS.md says what this guarantees and what it cannot.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
 import re
+import resource
+import select
 import shutil
+import signal
+import stat
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -54,13 +64,13 @@ CONFIG = COURSE_DIR / "nbgrader_config.py"
 sys.path.insert(0, str(ROOT))  # helpers.course, when run from a checkout without installing
 sys.path.insert(0, str(ROOT / "tools"))
 
-from grading import confine, review  # noqa: E402
-from grading.verdicts import Verdict, judge, read_records  # noqa: E402
+from grading import reference as references  # noqa: E402
+from grading import review, settings  # noqa: E402
+from grading.execute import grading_folder  # noqa: E402
+from grading.saveverdicts import extension_delta  # noqa: E402
+from grading.verdicts import Verdict  # noqa: E402
 
 from helpers.course import LESSONS, Lesson  # noqa: E402
-
-#: The kernelspec nbgrader's autograder runs submissions in (tools/grading/confine.py).
-KERNEL = "course-confined"
 
 __all__ = [
     "Exercise",
@@ -75,6 +85,11 @@ __all__ = [
     "autograde",
     "Graded",
     "scores",
+    "penalties",
+    "summary",
+    "write_csv",
+    "sanitize",
+    "zero",
     "review_submissions",
     "nbgrader",
 ]
@@ -172,11 +187,21 @@ def nbgrader(
 
 
 def prepare_course_dir(course_dir: Path = COURSE_DIR) -> Path:
-    """Make ``course_dir`` an nbgrader course folder (the course's nbgrader_config.py in it)."""
+    """Make ``course_dir`` an nbgrader course folder: the course's nbgrader_config.py in it (a
+    copy, which names this checkout's grading code, for a folder other than ``nbgrader/``)."""
     course_dir = Path(course_dir).resolve()
     course_dir.mkdir(parents=True, exist_ok=True)
-    if course_dir != CONFIG.parent:
-        shutil.copy(CONFIG, course_dir / CONFIG.name)
+    if course_dir != CONFIG.parent.resolve():
+        text = CONFIG.read_text(encoding="utf-8")
+        tools = json.dumps(str(ROOT / "tools"))
+        text = text.replace(
+            "c = get_config()",
+            f'os.environ.setdefault("COURSE_TOOLS", {tools})\nc = get_config()',
+            1,
+        )
+        target = course_dir / CONFIG.name
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
     return course_dir
 
 
@@ -234,179 +259,420 @@ def student_notebook(lesson: Lesson, course_dir: Path = COURSE_DIR) -> Path:
     return Path(course_dir).resolve() / "release" / assignment_id(lesson) / lesson.notebook
 
 
-def submit(lesson: Lesson, student: str, notebook, course_dir: Path = COURSE_DIR) -> Path:
+# ---------------------------------------------------------------------------------------------
+# Submissions: what the unconfined side accepts from a student's folder
+# ---------------------------------------------------------------------------------------------
+
+
+def sanitize(folder: Path) -> list[str]:
+    """Remove from a student's submitted folder everything but plain files and folders: symlinks,
+    files with more than one hard link (possibly someone else's file), fifos, sockets, devices.
+    Returns what was removed (paths relative to the folder). Nothing is followed."""
+    removed: list[str] = []
+    folder = Path(folder)
+
+    def walk(path: Path):
+        try:
+            entries = list(os.scandir(path))
+        except OSError:
+            return
+        for entry in entries:
+            rel = str(Path(entry.path).relative_to(folder))
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(info.st_mode):
+                os.unlink(entry.path)
+                removed.append(f"{rel} (a symbolic link)")
+            elif stat.S_ISDIR(info.st_mode):
+                walk(Path(entry.path))
+            elif not stat.S_ISREG(info.st_mode):
+                os.unlink(entry.path)
+                removed.append(f"{rel} (not a regular file)")
+            elif info.st_nlink != 1:
+                os.unlink(entry.path)
+                removed.append(f"{rel} (a hard link to another file)")
+
+    if folder.is_symlink():
+        folder.unlink()
+        return ["(the submission folder itself was a symbolic link)"]
+    if folder.is_dir():
+        walk(folder)
+    return removed
+
+
+def submit(
+    lesson: Lesson, student: str, notebook, course_dir: Path = COURSE_DIR, timestamp=None
+) -> Path:
     """Place one student's notebook (a path or a NotebookNode) where nbgrader's ``collect`` would.
 
-    That is ``submitted/<student>/<lessonNN>/<notebook name>``, the input of ``autograde``.
+    That is ``submitted/<student>/<lessonNN>/<notebook name>``, the input of ``autograde``;
+    ``timestamp`` (a datetime) is written as nbgrader's ``timestamp.txt`` (when it was handed in).
     """
     if not re.fullmatch(r"[A-Za-z0-9_.@-]+", student):
         raise ValueError(f"student must be an id of letters, digits, _ . @ -; got {student!r}")
     folder = Path(course_dir).resolve() / "submitted" / student / assignment_id(lesson)
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / lesson.notebook
+    if dest.is_symlink():
+        dest.unlink()
     if isinstance(notebook, nbformat.NotebookNode):
         nbformat.write(notebook, str(dest))
     else:
-        shutil.copy(notebook, dest)
+        shutil.copyfile(notebook, dest, follow_symlinks=False)
+    if timestamp is not None:
+        (folder / "timestamp.txt").write_text(
+            timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z").strip(), encoding="utf-8"
+        )
     return dest
 
 
-def install_kernel(course_dir: Path) -> dict:
-    """Write the confined kernelspec into ``course_dir`` and return the environment that finds it."""
-    spec_dir = Path(course_dir).resolve() / ".kernels" / "kernels" / KERNEL
-    spec_dir.mkdir(parents=True, exist_ok=True)
-    spec = {
-        "argv": [
-            sys.executable,
-            str(ROOT / "tools" / "grading" / "confine.py"),
-            "{connection_file}",
-        ],
-        "display_name": "Python 3 (confined, for grading)",
-        "language": "python",
-    }
-    (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
-    path = os.pathsep.join([str(spec_dir.parent.parent), os.environ.get("JUPYTER_PATH", "")])
-    return {"JUPYTER_PATH": path.rstrip(os.pathsep)}
-
-
-def reference_records(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict:
-    """What the instructor's solution records for each hidden case, run in the confined kernel.
-
-    Cached in ``course_dir/.reference/lessonNN/`` by the hash of the source notebook.
-    """
-    from nbclient import NotebookClient
-
-    course_dir = Path(course_dir).resolve()
-    source = course_dir / "source" / assignment_id(lesson) / lesson.notebook
-    if not source.exists():
-        raise SystemExit(f"coursework: no {source}; run `coursework.py release` first")
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
-    folder = course_dir / ".reference" / assignment_id(lesson) / digest
-    log = folder / confine.LOG_NAME
-    if not log.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        env = install_kernel(course_dir)
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            nb = nbformat.read(str(source), as_version=4)
-            NotebookClient(
-                nb,
-                timeout=600,
-                kernel_name=KERNEL,
-                resources={"metadata": {"path": str(folder)}},
-                allow_errors=True,
-            ).execute()
-        finally:
-            for k, v in saved.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
-        if not log.exists():
-            log.write_text("", encoding="utf-8")
-    return read_records(log)[0]
-
-
-@dataclass
-class Graded:
-    """What ``autograde`` did: per student, the verdict of each exercise, or why it could not."""
-
-    verdicts: dict[str, dict[str, Verdict]]
-    failed: dict[str, str]  # student -> why nbgrader could not grade the submission
-    review: dict[str, list]  # student -> review.Finding list
+def collect(lesson: Lesson, folder: Path, course_dir: Path = COURSE_DIR) -> list[Path]:
+    """Copy ``folder/<student>.ipynb`` (e.g. downloaded from a learning platform) into submitted/."""
+    paths = sorted(p for p in Path(folder).glob("*.ipynb") if p.is_file() and not p.is_symlink())
+    if not paths:
+        raise SystemExit(f"coursework: no <student>.ipynb files in {folder}")
+    return [submit(lesson, p.stem, p, course_dir) for p in paths]
 
 
 def _students(course_dir: Path, lesson: Lesson) -> list[str]:
     submitted = Path(course_dir) / "submitted"
     if not submitted.exists():
         return []
-    return sorted(p.name for p in submitted.iterdir() if (p / assignment_id(lesson)).is_dir())
+    return sorted(
+        p.name
+        for p in submitted.iterdir()
+        if not p.is_symlink() and (p / assignment_id(lesson)).is_dir()
+    )
 
 
-def _why(result: subprocess.CompletedProcess) -> str:
-    lines = [ln for ln in (result.stderr + result.stdout).splitlines() if ln.strip()]
-    errors = [ln for ln in lines if re.search(r"\w(Error|Exception): ", ln)]
-    return (errors or lines or ["nbgrader failed"])[-1].strip()[:300]
+# ---------------------------------------------------------------------------------------------
+# Autograding: workers, progress, resume, zeros with a reason
+# ---------------------------------------------------------------------------------------------
 
 
-def _record_verdicts(course_dir: Path, lesson: Lesson, student: str, verdicts) -> None:
-    from nbgrader.api import Gradebook, MissingEntry
+@dataclass
+class Graded:
+    """What ``autograde`` did: per student, the verdict of each exercise, or why it could not."""
+
+    verdicts: dict[str, dict[str, Verdict]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)  # student -> why: 0 on every exercise
+    review: dict[str, list] = field(default_factory=dict)  # student -> review.Finding list
+    removed: dict[str, list[str]] = field(default_factory=dict)  # student -> what sanitize took
+    up_to_date: list[str] = field(default_factory=list)  # graded before, unchanged since
+    skipped_cells: dict[str, list[int]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)  # student -> CPU seconds
+    reference_seconds: float = 0.0
+
+
+def _gradebook(course_dir: Path):
+    from nbgrader.api import Gradebook
 
     _venv_on_path()
-    found = {
-        e.solution_id: e
-        for e in exercises(Path(course_dir) / "source" / assignment_id(lesson) / lesson.notebook)
-    }
     db = Path(course_dir).resolve() / "gradebook.db"
-    with Gradebook(f"sqlite:///{db}", "transformer-block") as gb:
-        for exercise, verdict in verdicts.items():
-            e = found[exercise]
-            try:
-                grade = gb.find_grade(
-                    e.check_id, notebook_id(lesson), assignment_id(lesson), student
-                )
-            except MissingEntry:
-                continue
-            grade.manual_score = e.points if verdict.correct else 0.0
-            try:
-                comment = gb.find_comment(
-                    exercise, notebook_id(lesson), assignment_id(lesson), student
-                )
-                comment.manual_comment = ("✓ " if verdict.correct else "✗ ") + verdict.message
-            except MissingEntry:
-                pass
+    return Gradebook(f"sqlite:///{db}?timeout=60", "transformer-block")
+
+
+def _settings(course_dir: Path):
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader(CONFIG.name, path=str(Path(course_dir).resolve())).load_config()
+    return settings.CourseGrading(config=config)
+
+
+def _submission_digest(course_dir: Path, lesson: Lesson, student: str) -> str:
+    folder = Path(course_dir) / "submitted" / student / assignment_id(lesson)
+    h = hashlib.sha256()
+    for name in (lesson.notebook, "timestamp.txt"):
+        path = folder / name
+        if path.is_file() and not path.is_symlink():
+            h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def _state(course_dir: Path, lesson: Lesson) -> Path:
+    folder = grading_folder(Path(course_dir)) / "state" / assignment_id(lesson)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
+def _apply_term(course_dir: Path, lesson: Lesson, options, students: list[str]) -> None:
+    """Due dates and extensions from ``c.CourseGrading`` into the gradebook, before grading."""
+    from nbgrader.utils import parse_utc
+
+    aid = assignment_id(lesson)
+    with _gradebook(course_dir) as gb:
+        if aid in options.due:
+            gb.update_or_create_assignment(aid, duedate=parse_utc(options.due[aid]))
+        for sid in students:
+            delta = extension_delta(options.extensions, sid, aid)
+            if delta is not None:
+                gb.update_or_create_student(sid)
+                gb.update_or_create_submission(aid, sid, extension=delta)
+
+
+def zero(course_dir: Path, lesson: Lesson, student: str, why: str) -> None:
+    """0 on every exercise of ``lesson`` for ``student``, each with the reason (never what the
+    kernel printed, never a score left from an earlier run)."""
+    from nbgrader.api import MissingEntry
+
+    aid, nid = assignment_id(lesson), notebook_id(lesson)
+    source = Path(course_dir) / "source" / aid / lesson.notebook
+    found = exercises(source)
+    with _gradebook(course_dir) as gb:
+        gb.update_or_create_student(student)
+        try:
+            gb.find_submission(aid, student)
+        except MissingEntry:
+            gb.add_submission(aid, student)
+        for e in found:
+            grade = gb.find_grade(e.check_id, nid, aid, student)
+            grade.auto_score = 0.0
+            grade.needs_manual_grade = grade.manual_score is not None
+            comment = gb.find_comment(e.solution_id, nid, aid, student)
+            comment.auto_comment = f"✗ not graded: {why}"
         gb.db.commit()
 
 
-def autograde(lesson: Lesson, course_dir: Path = COURSE_DIR, student: str | None = None) -> Graded:
-    """Grade every submission of ``lesson`` (or one student's), confined, verdicts decided here.
+class Progress:
+    """A one-line progress report on stderr: students done and failed, the time left."""
 
-    Each student is one ``nbgrader autograde --student=ID`` run in the confined kernel; one that
-    nbgrader cannot grade (a renamed or deleted graded cell, say) is reported in ``failed`` and
-    the others are still graded. Then each exercise's hidden records are judged against the
-    solution's, and the gradebook gets the verdicts.
-    """
-    course_dir = Path(course_dir).resolve()
-    reference = reference_records(lesson, course_dir)
-    env = install_kernel(course_dir)
-    solution_ids = [
-        e.solution_id
-        for e in exercises(course_dir / "source" / assignment_id(lesson) / lesson.notebook)
-    ]
-    graded = Graded({}, {}, {})
-    for sid in [student] if student else _students(course_dir, lesson):
-        result = nbgrader(
-            course_dir,
-            "autograde",
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.failed = total, 0, 0
+        self.start = time.perf_counter()
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
+
+    def update(self, student: str, ok: bool, note: str = "") -> None:
+        self.done += 1
+        self.failed += 0 if ok else 1
+        elapsed = time.perf_counter() - self.start
+        left = elapsed / self.done * (self.total - self.done)
+        bar = "#" * round(20 * self.done / max(self.total, 1))
+        line = (
+            f"[{bar:<20}] {self.done}/{self.total} graded, {self.failed} failed, "
+            f"{_clock(elapsed)} elapsed, about {_clock(left)} left   {student} {note}".rstrip()
+        )
+        if self.tty:
+            self.stream.write("\r" + line[:150].ljust(150))
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def _worker(course_dir: Path, lesson: Lesson, env: dict) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "tools" / "grading" / "worker.py"),
+            str(course_dir),
             assignment_id(lesson),
-            "--force",
-            f"--student={sid}",
-            f"--Execute.kernel_name={KERNEL}",
-            check=False,
-            env=env,
-        )
-        folder = course_dir / "autograded" / sid / assignment_id(lesson)
-        if result.returncode != 0 or not (folder / lesson.notebook).exists():
-            graded.failed[sid] = _why(result)
-            continue
-        records, _ = read_records(folder / confine.LOG_NAME)
-        verdicts = {x: judge(x, reference.get(x, {}), records.get(x, {})) for x in solution_ids}
-        _record_verdicts(course_dir, lesson, sid, verdicts)
-        graded.verdicts[sid] = verdicts
-        submitted = course_dir / "submitted" / sid / assignment_id(lesson) / lesson.notebook
-        graded.review[sid] = review.review(
-            submitted, course_dir / "source" / assignment_id(lesson) / lesson.notebook
-        )
+        ],  # fmt: skip
+        cwd=course_dir,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,  # its own process group: stopped as a whole
+    )
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def autograde(
+    lesson: Lesson,
+    course_dir: Path = COURSE_DIR,
+    student: str | None = None,
+    jobs: int = 1,
+    force: bool = False,
+    progress=None,
+) -> Graded:
+    """Grade every submission of ``lesson`` (or ``student``'s), ``jobs`` at a time; see the module
+    docstring. A student graded before, whose submission has not changed since (same notebook,
+    same timestamp, same reference), is not graded again unless ``force`` or named."""
+    course_dir = prepare_course_dir(course_dir)
+    options = _settings(course_dir)
+    secret_bytes, _ = settings.secret(options)
+    aid = assignment_id(lesson)
+    students = [student] if student else _students(course_dir, lesson)
+    graded = Graded()
+    if not students:
+        return graded
+    for sid in students:
+        removed = sanitize(Path(course_dir) / "submitted" / sid / aid)
+        if removed:
+            graded.removed[sid] = removed
+    _apply_term(course_dir, lesson, options, students)
+    start = time.process_time()
+    cpu0 = _children_cpu()
+    ref_key = _reference_key(course_dir, lesson, options, secret_bytes)
+    try:
+        references.reference(course_dir, aid, notebook_id(lesson), secret_bytes,
+                             options.skip_demonstrations)  # fmt: skip
+    except references.ReferenceError as e:
+        raise SystemExit(f"coursework: {e}") from None
+    graded.reference_seconds = time.process_time() - start + _children_cpu() - cpu0
+    state = _state(course_dir, lesson)
+    todo = []
+    for sid in students:
+        digest = _submission_digest(course_dir, lesson, sid)
+        marker = state / f"{sid}.json"
+        if not force and not student and marker.exists():
+            saved = json.loads(marker.read_text(encoding="utf-8"))
+            if saved.get("submission") == digest and saved.get("reference") == ref_key:
+                graded.up_to_date.append(sid)
+                continue
+        todo.append((sid, digest))
+    bar = Progress(len(todo), progress) if todo else None
+    env = {**os.environ, "COURSE_TOOLS": str(ROOT / "tools"), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+    env.pop("MPLBACKEND", None)
+    _venv_on_path()
+    env["PATH"] = os.environ["PATH"]
+    queue = list(todo)
+    workers: dict[subprocess.Popen, tuple[str, str] | None] = {}
+    try:
+        for _ in range(max(1, min(jobs, len(queue)))):
+            workers[_worker(course_dir, lesson, env)] = None
+        while workers:
+            for proc in [p for p, job in workers.items() if job is None]:
+                if queue:
+                    job = queue.pop(0)
+                    proc.stdin.write(job[0] + "\n")
+                    proc.stdin.flush()
+                    workers[proc] = job
+                else:
+                    proc.stdin.close()
+                    proc.wait()
+                    del workers[proc]
+            busy = [p for p, job in workers.items() if job is not None]
+            if not busy:
+                continue
+            ready, _, _ = select.select([p.stdout for p in busy], [], [])
+            for proc in busy:
+                if proc.stdout not in ready:
+                    continue
+                sid, digest = workers[proc]
+                line = proc.stdout.readline()
+                if not line:  # the worker died on this student
+                    why = f"the grading worker stopped while grading this submission (exit {proc.wait()})"
+                    _finish(
+                        course_dir,
+                        lesson,
+                        sid,
+                        digest,
+                        ref_key,
+                        graded,
+                        {"success": False, "error": why},
+                    )
+                    bar.update(sid, False, "NOT GRADED")
+                    del workers[proc]
+                    if queue:
+                        workers[_worker(course_dir, lesson, env)] = None
+                    continue
+                result = json.loads(line)
+                ok = _finish(course_dir, lesson, sid, digest, ref_key, graded, result)
+                bar.update(sid, ok, _score_note(graded, sid))
+                workers[proc] = None
+    finally:
+        for proc in workers:
+            _stop(proc)
+    graded.review = review_submissions(lesson, course_dir, [s for s, _ in todo])
     return graded
 
 
-def review_submissions(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, list]:
-    """The review list of every submission of ``lesson`` (tools/grading/review.py)."""
+def _children_cpu() -> float:
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return kids.ru_utime + kids.ru_stime
+
+
+def _reference_key(course_dir: Path, lesson: Lesson, options, secret_bytes: bytes) -> str:
+    from grading.execute import seeds_for
+
+    aid = assignment_id(lesson)
+    source = Path(course_dir) / "source" / aid / lesson.notebook
+    release = Path(course_dir) / "release" / aid / lesson.notebook
+    seeds, _ = seeds_for(nbformat.read(str(source), as_version=4), secret_bytes)
+    return references.key(source, release, seeds, options.skip_demonstrations)
+
+
+def _score_note(graded: Graded, sid: str) -> str:
+    verdicts = graded.verdicts.get(sid)
+    if not verdicts:
+        return "NOT GRADED"
+    return f"{sum(v.correct for v in verdicts.values())}/{len(verdicts)} exercises right"
+
+
+def _finish(course_dir, lesson, sid, digest, ref_key, graded: Graded, result: dict) -> bool:
+    """Read what the worker's nbgrader run left (the course's log of the run), zero a submission
+    that could not be graded, and mark the student graded (for a resumed run)."""
+    log = grading_folder(Path(course_dir)) / "log" / assignment_id(lesson) / f"{sid}.json"
+    data = json.loads(log.read_text(encoding="utf-8")) if log.exists() else {}
+    fresh = (
+        log.exists() and log.stat().st_mtime >= time.time() - max(result.get("seconds", 0), 0) - 5
+    )
+    why = None
+    if not result.get("success"):
+        why = result.get("error") or "nbgrader could not grade this submission"
+    elif not fresh:
+        why = "nbgrader did not run the course's grader on it"
+    elif data.get("failure"):
+        why = data["failure"]
+    if why:
+        graded.failed[sid] = why
+        zero(course_dir, lesson, sid, why)
+    else:
+        graded.verdicts[sid] = {
+            x: Verdict(x, bool(ok), message) for x, (ok, message) in data["verdicts"].items()
+        }
+        graded.skipped_cells[sid] = data.get("skipped", [])
+    graded.seconds[sid] = result.get("cpu", 0.0)
+    marker = _state(course_dir, lesson) / f"{sid}.json"
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(
+        json.dumps({"submission": digest, "reference": ref_key, "failed": why}), encoding="utf-8"
+    )
+    os.replace(tmp, marker)
+    return why is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Review, scores, the LMS export
+# ---------------------------------------------------------------------------------------------
+
+
+def review_submissions(
+    lesson: Lesson, course_dir: Path = COURSE_DIR, students=None
+) -> dict[str, list]:
+    """The review list of every submission of ``lesson`` (tools/grading/review.py); a submission
+    the review cannot read gets one finding saying so (the others are still reviewed)."""
     course_dir = Path(course_dir).resolve()
     source = course_dir / "source" / assignment_id(lesson) / lesson.notebook
     found = {}
-    for sid in _students(course_dir, lesson):
+    for sid in students if students is not None else _students(course_dir, lesson):
         submitted = course_dir / "submitted" / sid / assignment_id(lesson) / lesson.notebook
-        if submitted.exists():
+        if not submitted.is_file() or submitted.is_symlink():
+            continue
+        try:
             found[sid] = review.review(submitted, source)
+        except Exception as e:  # noqa: BLE001 - one unreadable submission stops nothing
+            found[sid] = [
+                review.Finding("notebook", 0, f"could not be reviewed ({type(e).__name__})", "")
+            ]
     return found
 
 
@@ -423,13 +689,10 @@ def _print_review(found: dict[str, list]) -> None:
 
 def scores(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, dict[str, tuple]]:
     """The gradebook's scores: {student: {grade_id: (score, max_score)}} for a lesson."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
-    _venv_on_path()
-
-    db = Path(course_dir).resolve() / "gradebook.db"
     result: dict[str, dict[str, tuple]] = {}
-    with Gradebook(f"sqlite:///{db}", "transformer-block") as gb:
+    with _gradebook(course_dir) as gb:
         for student in gb.students:
             try:
                 nb = gb.find_submission_notebook(
@@ -441,12 +704,73 @@ def scores(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, dict[str,
     return result
 
 
-def collect(lesson: Lesson, folder: Path, course_dir: Path = COURSE_DIR) -> list[Path]:
-    """Copy ``folder/<student>.ipynb`` (e.g. downloaded from a learning platform) into submitted/."""
-    paths = sorted(Path(folder).glob("*.ipynb"))
-    if not paths:
-        raise SystemExit(f"coursework: no <student>.ipynb files in {folder}")
-    return [submit(lesson, p.stem, p, course_dir) for p in paths]
+def penalties(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, float]:
+    """Late-submission penalties (points) by student, as nbgrader stored them."""
+    from nbgrader.api import MissingEntry
+
+    out = {}
+    with _gradebook(course_dir) as gb:
+        for student in gb.students:
+            try:
+                nb = gb.find_submission_notebook(
+                    notebook_id(lesson), assignment_id(lesson), student.id
+                )
+            except MissingEntry:
+                continue
+            out[student.id] = float(nb.late_submission_penalty or 0.0)
+    return out
+
+
+def summary(lesson: Lesson, course_dir: Path = COURSE_DIR) -> list[tuple[str, float, float, float]]:
+    """Per exercise: (check cell, points, mean score, share of students with full marks)."""
+    table = scores(lesson, course_dir)
+    found = exercises(Path(course_dir) / "source" / assignment_id(lesson) / lesson.notebook)
+    rows = []
+    for e in found:
+        got = [grades[e.check_id][0] for grades in table.values() if e.check_id in grades]
+        mean = sum(got) / len(got) if got else 0.0
+        full = sum(g >= e.points for g in got) / len(got) if got else 0.0
+        rows.append((e.check_id, e.points, mean, full))
+    return rows
+
+
+def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
+    """One row per student, one column per exercise and one total per lesson (after the late
+    penalty), in the layout Canvas's gradebook import reads: ``Student``, ``ID``, ``SIS User ID``,
+    ``SIS Login ID``, ``Section``, then the score columns, with a ``Points Possible`` row first.
+    Students are matched by their SIS ids, which are the nbgrader student ids. Returns the rows."""
+    import csv
+
+    names, ids, columns, maxima = {}, [], [], []
+    per_lesson = []
+    for lesson in lessons:
+        table, late = scores(lesson, course_dir), penalties(lesson, course_dir)
+        found = exercises(Path(course_dir) / "source" / assignment_id(lesson) / lesson.notebook)
+        aid = assignment_id(lesson)
+        columns += [f"{aid} {e.solution_id} ({e.points:g})" for e in found] + [f"{aid} total"]
+        maxima += [e.points for e in found] + [sum(e.points for e in found)]
+        per_lesson.append((found, table, late))
+        ids += [s for s in table if s not in ids]
+    with _gradebook(course_dir) as gb:
+        for student in gb.students:
+            full = " ".join(x for x in (student.last_name, student.first_name) if x)
+            names[student.id] = (
+                ", ".join(x for x in (student.last_name, student.first_name) if x)
+                if full
+                else student.id
+            )
+    writer = csv.writer(out)
+    writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *columns])
+    writer.writerow(["Points Possible", "", "", "", "", *(f"{m:g}" for m in maxima)])
+    for sid in sorted(ids):
+        row = []
+        for found, table, late in per_lesson:
+            grades = table.get(sid, {})
+            got = [grades.get(e.check_id, (0.0, e.points))[0] for e in found]
+            total = max(sum(got) - late.get(sid, 0.0), 0.0)
+            row += [f"{g:g}" for g in got] + [f"{total:g}"]
+        writer.writerow([names.get(sid, sid), "", sid, sid, "", *row])
+    return len(ids)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -463,14 +787,19 @@ def main(argv: list[str] | None = None) -> int:
         "--no-db", action="store_true", help="do not record the assignments in the gradebook"
     )
     sub.add_parser("list", help="exercises and points of each lesson")
+    p = sub.add_parser("secret", help="write a new secret for the hidden cases' inputs")
+    p.add_argument("--file", type=Path, default=settings.DEFAULT_SECRET)
     p = sub.add_parser("collect", help="copy FOLDER/<student>.ipynb into submitted/")
     p.add_argument("assignment")
     p.add_argument("folder", type=Path)
     p = sub.add_parser("autograde", help="autograde the submissions of an assignment")
     p.add_argument("assignment")
-    p.add_argument("--student")
-    p = sub.add_parser("scores", help="print the gradebook's scores of an assignment")
-    p.add_argument("assignment")
+    p.add_argument("--student", help="grade this student only (again, even if graded before)")
+    p.add_argument("--jobs", type=int, default=1, help="students graded at once (default 1)")
+    p.add_argument("--force", action="store_true", help="grade everyone again")
+    p = sub.add_parser("scores", help="the gradebook's scores of assignments")
+    p.add_argument("assignment", nargs="+")
+    p.add_argument("--csv", type=Path, help="write them as a CSV an LMS imports (Canvas)")
     p = sub.add_parser("review", help="list cells of the submissions that reach for the grader")
     p.add_argument("assignment")
     args = parser.parse_args(argv)
@@ -491,6 +820,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             for e in found:
                 print(f"    {e.check_id}: {e.points:g}")
+    elif args.command == "secret":
+        path = settings.write_secret(args.file)
+        print(f"secret written to {path} (mode 600); keep it out of the repository")
     elif args.command == "collect":
         lesson = _lesson(args.assignment)
         for path in collect(lesson, args.folder, course_dir):
@@ -498,23 +830,51 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "autograde":
         lesson = _lesson(args.assignment)
         prepare_course_dir(course_dir)
-        graded = autograde(lesson, course_dir, args.student)
-        for sid, why in sorted(graded.failed.items()):
+        _, where = settings.secret(_settings(course_dir))
+        if where == "public default":
             print(
-                f"{sid}: NOT GRADED, nbgrader could not grade this submission: {why}",
+                "coursework: no secret set, grading with the public hidden cases "
+                "(`coursework.py secret` writes one)",
+                file=sys.stderr,
+            )
+        graded = autograde(lesson, course_dir, args.student, jobs=args.jobs, force=args.force)
+        for sid, removed in sorted(graded.removed.items()):
+            print(f"{sid}: removed from the submission: {'; '.join(removed)}", file=sys.stderr)
+        for sid, why in sorted(graded.failed.items()):
+            print(f"{sid}: NOT GRADED (0 points): {why}", file=sys.stderr)
+        if graded.up_to_date:
+            print(
+                f"{len(graded.up_to_date)} submission(s) graded before and unchanged since: not "
+                "graded again (--force grades them again)",
                 file=sys.stderr,
             )
         _print_review(graded.review)
-        args.command = "scores"
+        args.command, args.assignment, args.csv = "scores", [args.assignment], None
     elif args.command == "review":
         _print_review(review_submissions(_lesson(args.assignment), course_dir))
     if args.command == "scores":
-        lesson = _lesson(args.assignment)
-        for student, grades in sorted(scores(lesson, course_dir).items()):
-            got = sum(s for s, _ in grades.values())
-            most = sum(m for _, m in grades.values())
-            lost = [k for k, (s, m) in grades.items() if s < m]
-            print(f"{student}: {got:g}/{most:g}" + (f" (lost: {', '.join(lost)})" if lost else ""))
+        lessons = [_lesson(x) for x in args.assignment]
+        if args.csv:
+            with open(args.csv, "w", newline="", encoding="utf-8") as f:
+                n = write_csv(lessons, course_dir, f)
+            print(f"{args.csv}: {n} students, {', '.join(assignment_id(x) for x in lessons)}")
+            return 0
+        for lesson in lessons:
+            late = penalties(lesson, course_dir)
+            for student, grades in sorted(scores(lesson, course_dir).items()):
+                got = sum(s for s, _ in grades.values())
+                most = sum(m for _, m in grades.values())
+                lost = [k for k, (s, m) in grades.items() if s < m]
+                penalty = late.get(student, 0.0)
+                shown = f"{max(got - penalty, 0):g}/{most:g}"
+                if penalty:
+                    shown += f" (late: -{penalty:g} of {got:g})"
+                print(f"{student}: {shown}" + (f" (lost: {', '.join(lost)})" if lost else ""))
+            rows = summary(lesson, course_dir)
+            if rows:
+                print(f"{assignment_id(lesson)} per exercise: mean score, share with full marks")
+                for check, points, mean, full in rows:
+                    print(f"  {check}: {mean:.2f}/{points:g}, {full:.0%} full marks")
     return 0
 
 

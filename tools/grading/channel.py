@@ -101,7 +101,9 @@ def read(run: Run) -> Records:
     finally:
         os.close(fd)
     if len(data) > MAX_BYTES:
-        out.problems.append(f"the record channel holds more than {MAX_BYTES} bytes; read no further")
+        out.problems.append(
+            f"the record channel holds more than {MAX_BYTES} bytes; read no further"
+        )
         data = data[:MAX_BYTES]
     expected = 0
     for line in data.split(b"\n"):

@@ -48,7 +48,11 @@ def _nbg(cell) -> dict:
 
 
 def solution_ids(nb) -> list[str]:
-    return [_nbg(c)["grade_id"] for c in nb.cells if _nbg(c).get("solution") and not _nbg(c).get("grade")]
+    return [
+        _nbg(c)["grade_id"]
+        for c in nb.cells
+        if _nbg(c).get("solution") and not _nbg(c).get("grade")
+    ]
 
 
 def hidden_tests(source_nb) -> dict[str, str]:
@@ -192,7 +196,9 @@ def _run_check_cell(client, cell, index: int, hidden: str, outcome: Outcome) -> 
     client.execute_cell(shown, index)
     secret_part = nbformat.v4.new_code_cell(hidden)
     client.execute_cell(secret_part, index, store_history=False)
-    client.nb.cells[index] = cell  # nbclient puts the cell it ran in the notebook: the real one back
+    client.nb.cells[index] = (
+        cell  # nbclient puts the cell it ran in the notebook: the real one back
+    )
     cell.outputs, cell.execution_count = shown.outputs, shown.execution_count
     outcome.hidden_outputs[_nbg(cell)["grade_id"]] = secret_part.outputs
 

@@ -99,9 +99,19 @@ def _immutable(value, known: set[str]) -> bool:
                 return False
         elif not isinstance(
             node,
-            ast.Constant | ast.BinOp | ast.UnaryOp | ast.BoolOp | ast.Compare | ast.Tuple
-            | ast.JoinedStr | ast.FormattedValue | ast.operator | ast.unaryop | ast.boolop
-            | ast.cmpop | ast.expr_context,
+            ast.Constant
+            | ast.BinOp
+            | ast.UnaryOp
+            | ast.BoolOp
+            | ast.Compare
+            | ast.Tuple
+            | ast.JoinedStr
+            | ast.FormattedValue
+            | ast.operator
+            | ast.unaryop
+            | ast.boolop
+            | ast.cmpop
+            | ast.expr_context,
         ):
             return False
     return True
@@ -193,7 +203,9 @@ def _uses(tree, out: CellFacts) -> None:
         elif isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare | ast.BoolOp | ast.FormattedValue
                         | ast.Assert | ast.If | ast.While | ast.IfExp | ast.JoinedStr):  # fmt: skip
             pass
-        elif isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension) and parent.iter is child:
+        elif (
+            isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension) and parent.iter is child
+        ):
             changed = shared = True
         elif isinstance(parent, ast.withitem | ast.AugAssign | ast.Return | ast.Yield | ast.Await):
             changed = shared = True
@@ -203,7 +215,9 @@ def _uses(tree, out: CellFacts) -> None:
             out.mutates.add(name)
         if shared:
             assign = parent
-            while assign is not None and not isinstance(assign, ast.Assign | ast.AnnAssign | ast.NamedExpr):
+            while assign is not None and not isinstance(
+                assign, ast.Assign | ast.AnnAssign | ast.NamedExpr
+            ):
                 if isinstance(assign, ast.stmt) and not isinstance(assign, ast.Expr):
                     break
                 assign = parents.get(assign)

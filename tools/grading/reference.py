@@ -84,7 +84,11 @@ def reference(
             if "value" not in entry or entry.get("problems"):
                 problems.append(
                     f"{entry['exercise']} case {entry['case'] + 1}: "
-                    + (entry.get("error") and f"raised {entry['error']}" or str(entry.get("problems")))
+                    + (
+                        entry.get("error")
+                        and f"raised {entry['error']}"
+                        or str(entry.get("problems"))
+                    )
                 )
         ids = execute.solution_ids(source_nb)
         problems += [f"{x}: no hidden case was recorded" for x in ids if x not in cases]

@@ -17,10 +17,11 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from nbgrader import utils
 from nbgrader.api import Gradebook
 from nbgrader.plugins import LateSubmissionPlugin
 from nbgrader.preprocessors import NbGraderPreprocessor
+
+from nbgrader import utils
 
 from . import reference as references
 from . import settings
@@ -72,7 +73,9 @@ class SaveVerdicts(NbGraderPreprocessor):
                 if not utils.is_grade(cell):
                     continue
                 grade_id = cell.metadata.nbgrader["grade_id"]
-                grade = gb.find_grade(grade_id, meta["notebook"], meta["assignment"], meta["student"])
+                grade = gb.find_grade(
+                    grade_id, meta["notebook"], meta["assignment"], meta["student"]
+                )
                 exercise = checks.get(grade_id)
                 verdict = verdicts.get(exercise) if failure is None else None
                 if verdict is None:
@@ -93,7 +96,9 @@ class SaveVerdicts(NbGraderPreprocessor):
                 if utils.is_solution(cell) and not utils.is_grade(cell):
                     gid = cell.metadata.nbgrader["grade_id"]
                     if gid not in verdicts and gid not in checks.values():
-                        comment = gb.find_comment(gid, meta["notebook"], meta["assignment"], meta["student"])
+                        comment = gb.find_comment(
+                            gid, meta["notebook"], meta["assignment"], meta["student"]
+                        )
                         comment.auto_comment = None
             gb.db.commit()
         _log(root, meta, verdicts, outcome, failure)
@@ -144,7 +149,9 @@ def penalty(policies: dict, assignment: str | None, score: float, seconds_late: 
     if policy.get("zero"):
         return float(score)
     days = math.ceil(seconds_late / 86400)
-    percent = min(float(policy.get("percent_per_day", 0)) * days, float(policy.get("cap_percent", 100)))
+    percent = min(
+        float(policy.get("percent_per_day", 0)) * days, float(policy.get("cap_percent", 100))
+    )
     return round(float(score) * percent / 100, 6)
 
 

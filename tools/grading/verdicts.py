@@ -202,7 +202,9 @@ def judge(
     try:
         return _judge(exercise, reference, student, flags, broken_at)
     except Exception as e:  # noqa: BLE001 - a malformed record is a wrong answer, with a reason
-        return Verdict(exercise, False, f"the grader could not read the answer ({type(e).__name__})")
+        return Verdict(
+            exercise, False, f"the grader could not read the answer ({type(e).__name__})"
+        )
 
 
 def _judge(exercise, reference, student, flags, broken_at) -> Verdict:
