@@ -52,6 +52,7 @@ import builtins
 import hashlib
 import hmac
 import os
+import random
 import sys
 import threading
 from collections.abc import Callable
@@ -64,6 +65,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 __all__ = [
     "record",
     "hidden_seed",
+    "hidden_cases",
     "derive_seed",
     "plain",
     "fingerprint",
@@ -109,12 +111,40 @@ def derive_seed(secret: bytes, exercise: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def hidden_seed(exercise: str) -> int:
+def hidden_seed(exercise: str, default: int) -> int:
     """Lesson exercises (hidden tests): the seed of the hidden cases of ``exercise`` (its
-    solution cell's grade_id). Under the grader it comes from the instructor's secret (and only
-    the hidden tests may ask for it); elsewhere it is the public default,
-    ``derive_seed(PUBLIC_SECRET, exercise)``."""
-    return derive_seed(PUBLIC_SECRET, exercise)
+    solution cell's grade_id). ``default`` (the seed written in the notebook) is the public
+    default: what it returns outside grading, and under a grader that has no instructor's secret
+    (continuous integration); with a secret, a seed derived from it (:func:`derive_seed`), which
+    only the hidden tests may ask for::
+
+        g = torch.Generator().manual_seed(hidden_seed("l5_ex1", 2051))
+    """
+    _check_name(exercise)
+    if type(default) is not int:
+        raise TypeError(f"hidden_seed: default must be an int, got {type(default).__name__}")
+    return default
+
+
+def hidden_cases(exercise: str, default, draw: Callable):
+    """Lesson exercises (hidden tests): the cases of ``exercise`` written in the notebook
+    (``default``, the public default), or, under a grader with the instructor's secret,
+    ``draw(rng)`` with ``rng`` a ``random.Random`` seeded from it (one per exercise: later calls
+    continue its stream)::
+
+        cases = hidden_cases("l6_ex1", [(384, 1536), (5, 13)],
+                             lambda rng: [(rng.randrange(2, 1025), rng.randrange(2, 4097))
+                                          for _ in range(2)])
+    """
+    _check_name(exercise)
+    if not callable(draw):
+        raise TypeError(f"hidden_cases: draw must be a function of a random.Random, got {draw!r}")
+    return default
+
+
+def _check_name(exercise) -> None:
+    if not isinstance(exercise, str) or not exercise:
+        raise TypeError(f"exercise must be a non-empty str (a grade_id), got {exercise!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -210,6 +240,7 @@ def _dependencies() -> dict:
         markers=(ANOTHER_THREAD, COMPILED, TORCHSCRIPT),
         modules=sys.modules,
         public_secret=PUBLIC_SECRET,
+        Random=random.Random,
     )
     return deps
 
@@ -249,7 +280,9 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     THIS, THIRD = d["this_module"], d["third_party"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
     _modules = d["modules"]
-    DYNAMO, JIT = TORCH + "_dynamo/", TORCH + "jit/"
+    DYNAMO = TORCH + "_dynamo/"
+    JIT_GLUE = (TORCH + "jit/", TORCH + "compiler/")  # TorchScript's way in, when it runs
+    DISPATCH_GLUE = (TORCH + "_library/", TORCH + "_ops.py")
     SITE = TORCH[: -_len("torch/")]  # the site-packages folder torch is installed in
     CODE = _type((lambda: 0).__code__)
 
@@ -349,11 +382,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     class _FunctionMode(d["TorchFunctionMode"]):
         def __torch_function__(
-            self, func, types, args=(), kwargs=None, _note=note, _frame=_getframe,
-            _user=attributed_to_user, _inside=inside, _getattr=_getattr, _str=_str,
+            self, func, types, args=(), kwargs=None, _note=note, _inside=inside,
+            _getattr=_getattr, _str=_str,
         ):  # fmt: skip
-            if _user(_frame(1)):
-                _note(_getattr(func, "__name__", None) or _str(func))
+            _note(_getattr(func, "__name__", None) or _str(func))
             _inside[0] += 1
             try:
                 return func(*args, **(kwargs or {}))
@@ -366,11 +398,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             return False
 
         def __torch_dispatch__(
-            self, func, types, args=(), kwargs=None, _note=note, _frame=_getframe,
-            _user=attributed_to_user, _inside=inside, _getattr=_getattr, _str=_str,
+            self, func, types, args=(), kwargs=None, _note=note, _inside=inside,
+            _getattr=_getattr, _str=_str,
         ):  # fmt: skip
-            if _user(_frame(1)):
-                _note(_getattr(func, "__name__", None) or _str(func))
+            _note(_getattr(func, "__name__", None) or _str(func))
             _inside[0] += 1
             try:
                 return func(*args, **(kwargs or {}))
@@ -389,7 +420,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             return None
         if _all_disabled() or not _tf_mode_enabled():
             return "torch's function modes were switched off"
-        if _excluded(_python_key) or _excluded(_snapshot_key):
+        if _excluded(_python_key):  # (the snapshot key is excluded while TorchScript calls back)
             return "torch's dispatch modes were switched off"
         if not _any(_tf_at(i) is fm for i in _range(_len_tf())):
             return "the grader's torch function mode was taken off its stack"
@@ -423,19 +454,23 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                     note(name)
             elif kind == "library":
                 filename = code.co_filename
-                if filename.startswith(DYNAMO) or filename.startswith(JIT):
+                if filename.startswith(DYNAMO) or filename.startswith(JIT_GLUE):
                     if not inside[0] and attributed_to_user(frame.f_back):
                         note(COMPILED_ if filename.startswith(DYNAMO) else SCRIPT)
                 module = frame.f_globals.get("__name__", "")
                 if _isinstance(module, _str) and module.startswith(THIRD):
                     note(module.split(".")[0] + "." + code.co_qualname)
+                if filename.startswith(DISPATCH_GLUE):
+                    return  # torch's dispatcher, running its Python glue with a mode set aside
             check(frame.f_back)
         elif event == "c_call" or event == "c_return":
-            if _isinstance(arg, _ScriptTypes):
-                note(SCRIPT)
             check(frame)
-        elif event == "return" and kind_of(frame.f_code)[0] != "ours":
-            check(frame.f_back)
+        elif event == "return":
+            kind = kind_of(frame.f_code)[0]
+            if kind != "ours" and not (
+                kind == "library" and frame.f_code.co_filename.startswith(DISPATCH_GLUE)
+            ):
+                check(frame.f_back)
 
     def profile(frame, event, arg, _on=on_event):
         _on(frame, event, arg)
@@ -597,6 +632,17 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             return
         if _isinstance(x, Generator):
             h.update(_repr(_tolist(_gen_state(x))).encode())
+            return
+        if _isinstance(x, _type):  # a class: where it is from and its methods' code
+            for cls in x.__mro__:
+                if cls is _object or cls.__module__.startswith("torch"):
+                    continue
+                h.update((cls.__module__ + "." + cls.__qualname__).encode())
+                for key, member in _sorted(_vars(cls).items(), key=lambda kv: kv[0]):
+                    code = _getattr(_getattr(member, "__func__", member), "__code__", None)
+                    h.update(_str(key).encode())
+                    if _type(code) is CODE:
+                        code_digest(code, h)
             return
         if _isinstance(x, Module):
             for cls in _type(x).__mro__:
@@ -800,6 +846,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         d["str"],
     )
     _isinstance, _int, _bytes, _getattr = d["isinstance"], d["int"], d["bytes"], d["getattr"]
+    _bool, _Random = d["bool"], d["Random"]
     _compile, _BaseException, _Exception = d["compile"], d["BaseException"], d["Exception"]
     _getframe, _get_ident, _write = d["getframe"], d["get_ident"], d["os_write"]
     _hmac, _main, _getpid = d["hmac_digest"], d["main_ident"], d["getpid"]
@@ -812,14 +859,14 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
 
     key = _bytes.fromhex(config["key"])
+    public = _bool(config["public"])  # no instructor's secret: the notebook's own defaults
     seeds = _dict(config["seeds"])
-    public_seeds = _dict(config["public_seeds"])
+    rngs: dict = {}  # one random.Random per exercise, for hidden_cases
     hidden_sources = _list(config["hidden"])
     config.clear()
     seq = [0]
     counters: dict = {}
     trusted: dict = {"codes": None}
-    script_seen = [False]
     in_hook = _set()
     exposed = _set(m["exposed"])  # functions the notebook can reach (reading them is flagged)
     add_codes(_getframe(0).f_code)  # this generator's own code
@@ -901,8 +948,6 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         entry = {"kind": "case", "exercise": exercise, "case": case}
         entry["inputs"] = fingerprint(args, kwargs)
         result, error, calls, problems = observe(answer, args, kwargs)
-        if script_seen[0] and SCRIPT not in calls:
-            calls.append(SCRIPT)
         entry["calls"] = calls
         if problems:
             entry["problems"] = problems
@@ -916,17 +961,26 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         emit(entry)
         return None if error is None or _isinstance(error, _Exception) else error
 
-    def do_seed(exercise, frame):
+    def do_seed(exercise, default, frame, cases=False):
+        """The seed (or, for ``cases``, the exercise's random.Random) under the secret; None for
+        the notebook's own default (no secret, or a caller that is not the hidden tests)."""
         if _type(exercise) is not _str:
-            return 0
+            return None
+        what = "hidden_cases" if cases else "hidden_seed"
         if frame is None or frame.f_code not in trusted_codes():
-            flag(f"hidden_seed({exercise!r}) was called from code that is not the hidden tests")
-            return public_seeds.get(exercise, 0)
+            flag(f"{what}({exercise!r}) was called from code that is not the hidden tests")
+            return None
+        if public:
+            return None
         seed = seeds.get(exercise)
         if seed is None:
-            flag(f"hidden_seed({exercise!r}): the grader has no seed for it")
-            return public_seeds.get(exercise, 0)
-        return seed
+            flag(f"{what}({exercise!r}): the grader has no seed for this exercise")
+            return None
+        if not cases:
+            return seed
+        if exercise not in rngs:
+            rngs[exercise] = _Random(seed)
+        return rngs[exercise]
 
     # --- the audit hook -----------------------------------------------------------------------
     def user_caller(frame):
@@ -992,22 +1046,14 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
                 flag("the notebook's code opened the grader's channel", event)
         elif event == "sys.addaudithook":
             flag("the notebook's code added an audit hook", event)
-        elif event == "compile":
-            probe = frame
-            while probe is not None:
-                if probe.f_code.co_filename.startswith(JIT):
-                    script_seen[0] = True
-                    break
-                probe = probe.f_back
         elif user_caller(frame):  # processes: a child holds a copy of everything in this one
             flag(f"the notebook's code starts a process ({event})", event)
 
-    JIT = d["torch_dir"] + "jit/"
     INTERESTING = _set(AUDITED_READS) | {"__code__"}
     WATCHED = _set(
         "sys.setprofile sys.settrace sys._getframe sys._current_frames object.__getattr__ "
         "object.__setattr__ function.__new__ code.__new__ gc.get_objects gc.get_referrers "
-        "gc.get_referents open os.listdir os.scandir sys.addaudithook compile subprocess.Popen "
+        "gc.get_referents open os.listdir os.scandir sys.addaudithook subprocess.Popen "
         "os.system os.fork os.forkpty os.posix_spawn os.exec os.spawn pty.spawn".split()
     )
 
@@ -1041,15 +1087,26 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         if error is not None:
             raise error
 
-    def hidden_seed(exercise, /, _send=send):
-        return _send(("seed", exercise))
+    def hidden_seed(exercise, default, /, _send=send, _int=_int, _type=_type):
+        if _type(default) is not _int:
+            raise TypeError("hidden_seed: default must be an int")
+        seed = _send(("seed", exercise, default))
+        return default if seed is None else seed
 
-    exposed.update({record, hidden_seed})
+    def hidden_cases(exercise, default, draw, /, _send=send):
+        rng = _send(("cases", exercise, default))
+        return default if rng is None else draw(rng)
+
+    exposed.update({record, hidden_seed, hidden_cases})
     generator[0] = _getattr(send, "__self__", None)
-    add_codes(record, hidden_seed)
-    entry_codes = {"record": record.__code__, "seed": hidden_seed.__code__}
+    add_codes(record, hidden_seed, hidden_cases)
+    entry_codes = {
+        "record": record.__code__,
+        "seed": hidden_seed.__code__,
+        "cases": hidden_cases.__code__,
+    }
     d["addaudithook"](hook)
-    request = yield (record, hidden_seed)
+    request = yield (record, hidden_seed, hidden_cases)
     while True:
         response = None
         try:
@@ -1057,8 +1114,8 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
             frame = caller(entry_codes.get(kind))
             if kind == "record":
                 response = do_record(request[1], request[2], request[3], request[4], frame)
-            elif kind == "seed":
-                response = do_seed(request[1], frame)
+            elif kind == "seed" or kind == "cases":
+                response = do_seed(request[1], request[2], frame, cases=kind == "cases")
         except _BaseException as e:  # noqa: BLE001 - the recorder never dies
             try:
                 flag("the recorder failed: " + _type(e).__name__)
@@ -1071,11 +1128,12 @@ def _seal(config: dict, fd: int) -> None:
     """Seal this module (the grading kernel calls this before any notebook code): ``record`` and
     ``hidden_seed`` become the entry points of the sealed recorder (:func:`_sentinel`), which
     signs every case and flag with ``config["key"]`` and writes it to the file descriptor
-    ``fd``. ``config``: ``key`` (hex), ``seeds`` and ``public_seeds`` ({exercise: int}),
-    ``hidden`` (the sources of the hidden tests, as the grader sends them)."""
-    global record, hidden_seed
+    ``fd``. ``config``: ``key`` (hex), ``public`` (no instructor's secret: the notebook's own
+    defaults), ``seeds`` ({exercise: int}), ``hidden`` (the sources of the hidden tests, as the
+    grader sends them)."""
+    global record, hidden_seed, hidden_cases
     d = _dependencies()
     m = _machinery(d)
     gen = _sentinel(d, m, config, fd)
     next(gen)
-    record, hidden_seed = gen.send(gen.send)
+    record, hidden_seed, hidden_cases = gen.send(gen.send)

@@ -545,6 +545,9 @@ def autograde(
     env["PATH"] = os.environ["PATH"]
     queue = list(todo)
     workers: dict[subprocess.Popen, tuple[str, str] | None] = {}
+    started: dict[subprocess.Popen, float] = {}
+    # a student's whole run: the kernel's own wall limit, then nbgrader's work around it
+    deadline = float(os.environ.get("GRADING_WALL_SECONDS", "1200")) + 300
     try:
         for _ in range(max(1, min(jobs, len(queue)))):
             workers[_worker(course_dir, lesson, env)] = None
@@ -555,6 +558,7 @@ def autograde(
                     proc.stdin.write(job[0] + "\n")
                     proc.stdin.flush()
                     workers[proc] = job
+                    started[proc] = time.monotonic()
                 else:
                     proc.stdin.close()
                     proc.wait()
@@ -562,9 +566,18 @@ def autograde(
             busy = [p for p, job in workers.items() if job is not None]
             if not busy:
                 continue
-            ready, _, _ = select.select([p.stdout for p in busy], [], [])
+            ready, _, _ = select.select([p.stdout for p in busy], [], [], 5.0)
             for proc in busy:
                 if proc.stdout not in ready:
+                    if time.monotonic() - started[proc] > deadline:  # hung: stop it, zero, go on
+                        sid, digest = workers.pop(proc)
+                        _stop(proc)
+                        why = f"grading this submission took longer than {deadline:.0f} s"
+                        result = {"success": False, "error": why}
+                        _finish(course_dir, lesson, sid, digest, ref_key, graded, result)
+                        bar.update(sid, False, "NOT GRADED")
+                        if queue:
+                            workers[_worker(course_dir, lesson, env)] = None
                     continue
                 sid, digest = workers[proc]
                 line = proc.stdout.readline()
@@ -606,7 +619,7 @@ def _reference_key(course_dir: Path, lesson: Lesson, options, secret_bytes: byte
     aid = assignment_id(lesson)
     source = Path(course_dir) / "source" / aid / lesson.notebook
     release = Path(course_dir) / "release" / aid / lesson.notebook
-    seeds, _ = seeds_for(nbformat.read(str(source), as_version=4), secret_bytes)
+    seeds = seeds_for(nbformat.read(str(source), as_version=4), secret_bytes)
     return references.key(source, release, seeds, options.skip_demonstrations)
 
 

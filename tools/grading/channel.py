@@ -53,10 +53,12 @@ def new_run(base: Path | None = None) -> Run:
     return Run(folder, secrets.token_bytes(32))
 
 
-def write_startup(run: Run, seeds: dict, public_seeds: dict, hidden: list[str]) -> None:
-    """What the sealed recorder is told (``helpers.grading._seal``)."""
+def write_startup(run: Run, public: bool, seeds: dict, hidden: list[str]) -> None:
+    """What the sealed recorder is told (``helpers.grading._seal``): its key, whether there is
+    an instructor's secret (else the notebook's own defaults), the seeds derived from it, the
+    hidden tests' sources."""
     data = json.dumps(
-        {"key": run.key.hex(), "seeds": seeds, "public_seeds": public_seeds, "hidden": hidden}
+        {"key": run.key.hex(), "public": public, "seeds": {} if public else seeds, "hidden": hidden}
     )
     fd = os.open(run.startup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:

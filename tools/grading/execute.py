@@ -102,14 +102,13 @@ def grading_folder(course_root: Path) -> Path:
     return folder
 
 
-def seeds_for(source_nb, secret: bytes) -> tuple[dict, dict]:
+def seeds_for(source_nb, secret: bytes) -> dict:
+    """{exercise: seed} derived from the instructor's secret (empty for the public default)."""
     import helpers.grading as recorder
 
-    ids = solution_ids(source_nb)
-    return (
-        {x: recorder.derive_seed(secret, x) for x in ids},
-        {x: recorder.derive_seed(recorder.PUBLIC_SECRET, x) for x in ids},
-    )
+    if secret == recorder.PUBLIC_SECRET:
+        return {}
+    return {x: recorder.derive_seed(secret, x) for x in solution_ids(source_nb)}
 
 
 def run(
@@ -135,11 +134,11 @@ def run(
     kernels = install_kernel(private / "kernels")
     plan = planner.plan(nb, release_nb, enabled=skip)
     hidden = hidden_tests(source_nb)
-    seeds, public = seeds_for(source_nb, secret)
+    seeds = seeds_for(source_nb, secret)
     box = channel.new_run(private / "runs")
     outcome = Outcome(channel.Records(), plan.skipped)
     try:
-        channel.write_startup(box, seeds, public, list(hidden.values()))
+        channel.write_startup(box, not seeds, seeds, list(hidden.values()))
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
         env.update(
             GRADING_STARTUP=str(box.startup),
@@ -166,12 +165,14 @@ def run(
         )
         try:
             with client.setup_kernel(env=env, cwd=str(box.folder)):
+                _no_blocking_send(client)
                 for index, cell in enumerate(nb.cells):
                     if cell.cell_type != "code":
                         continue
                     if index not in plan.run:
                         cell.outputs, cell.execution_count = [], None
                         continue
+                    _alive(client, index)
                     grade_id = _nbg(cell).get("grade_id")
                     if _nbg(cell).get("grade") and grade_id in hidden:
                         _run_check_cell(client, cell, index, hidden[grade_id], outcome)
@@ -188,12 +189,30 @@ def run(
     return outcome
 
 
+def _no_blocking_send(client) -> None:
+    """A request to a kernel that died (the notebook's code can kill its own kernel) fails
+    after a few seconds instead of blocking forever (a ZMQ send with no peer waits)."""
+    import zmq
+
+    for wire in (client.kc.shell_channel, client.kc.control_channel):
+        wire.socket.setsockopt(zmq.SNDTIMEO, 10_000)
+
+
+def _alive(client, index: int) -> None:
+    from jupyter_core.utils import run_sync
+    from nbclient.exceptions import DeadKernelError
+
+    if not run_sync(client.km.is_alive)():
+        raise DeadKernelError(f"the kernel had died before cell {index}")
+
+
 def _run_check_cell(client, cell, index: int, hidden: str, outcome: Outcome) -> None:
     """The visible part, then the instructor's hidden tests as their own request (their outputs
     kept aside, never in the notebook)."""
     visible, _ = split_hidden(cell.source)
     shown = nbformat.v4.new_code_cell(visible)
     client.execute_cell(shown, index)
+    _alive(client, index)
     secret_part = nbformat.v4.new_code_cell(hidden)
     client.execute_cell(secret_part, index, store_history=False)
     client.nb.cells[index] = (

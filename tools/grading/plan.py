@@ -247,8 +247,9 @@ def facts(source: str) -> CellFacts:
     try:
         tree = ast.parse(code)
         table = symtable.symtable(code, "<cell>", "exec")
-    except (SyntaxError, ValueError) as e:
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         out.effects.append(f"does not parse ({type(e).__name__})")
+        out.dynamic = isinstance(e, RecursionError | MemoryError)  # unread: assume the worst
         return out
 
     def top_level(stmts, always: bool):
@@ -389,6 +390,15 @@ def facts(source: str) -> CellFacts:
     return out
 
 
+def _facts_or_worst(source: str) -> CellFacts:
+    """A cell's facts, or, for a cell the analysis cannot read (nested too deep, too long), a
+    cell that always runs and reads the namespace as a whole (nothing is skipped)."""
+    try:
+        return facts(source)
+    except (RecursionError, MemoryError, ValueError, SyntaxError) as e:
+        return CellFacts(effects=[f"could not be analysed ({type(e).__name__})"], dynamic=True)
+
+
 @dataclass
 class Plan:
     """The cells a graded run executes (indices into ``nb.cells``) and those it skips."""
@@ -422,7 +432,7 @@ def plan(nb, release, enabled: bool = True) -> Plan:
     if not enabled:
         return Plan(set(code), [], "skipping is off")
     matched = course_cells(nb, release)
-    info = {i: facts(nb.cells[i].source) for i in code}
+    info = {i: _facts_or_worst(nb.cells[i].source) for i in code}
     always: dict[int, str] = {}
     for i in code:
         cell, twin = nb.cells[i], release.cells[matched[i]] if i in matched else None

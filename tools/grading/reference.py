@@ -60,7 +60,7 @@ def reference(
     if not source.exists() or not release.exists():
         raise ReferenceError(f"no {source} or {release}: run `coursework.py release` first")
     source_nb = nbformat.read(str(source), as_version=4)
-    seeds, _ = execute.seeds_for(source_nb, secret)
+    seeds = execute.seeds_for(source_nb, secret)
     folder = execute.grading_folder(course_root) / "reference" / assignment
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"{notebook}-{key(source, release, seeds, skip)}.json"

@@ -1,90 +1,113 @@
 """The review list: student cells that reach for the grading machinery, for a person to read.
 
-No check inside the student's kernel can stop code that runs in that kernel (it can replace the
-check), so the grade never comes from there (:mod:`verdicts`); but some attempts are worth an
-instructor's look anyway, and for some exercises (a repaired model) what the kernel records is all
-there is. :func:`review` reads every code cell a student could write (solution cells and cells the
-student added) and lists each use of:
+The grade never depends on this list (the verdicts come from the sealed recorder's records,
+judged outside the kernel, and what the recorder saw the notebook's code do is already a 0 for
+the exercises it touched); the list is what an instructor reads to see *who tried*, and it has
+to be short enough to read: no finding on the instructor's solutions or on an honest answer
+written another way (tests/test_grading.py checks both).
 
-* names the lesson's locked cells bind (``checks``, ``record``, an imported model class ...),
-  rebound by the student;
-* the kernel and the interpreter: ``get_ipython``, input transformers, event hooks, frames
-  (``sys._getframe``, ``inspect.stack``, ``f_back``, ``f_locals``), ``builtins``;
-* torch's override machinery: ``__torch_function__``, ``__torch_dispatch__``, ``TorchFunctionMode``;
-* assigning attributes of ``torch``, ``math``, ``numpy``, ``helpers`` (patching a library);
-* processes, files and databases: ``subprocess``, ``os.system``, ``os.fork``, ``multiprocessing``,
-  ``threading``, ``sqlite3``, ``ctypes``, ``open``, ``exec``/``eval``/``compile``, ``importlib``;
-* the course's own checks and grading: ``helpers.checks``, ``helpers.grading``.
-* what an adversarial review used to hide a call or rewrite a record: other threads
-  (``concurrent``, ``_thread``, ``asyncio``), code objects (``__code__``, ``FunctionType``),
-  ``getprofile``, ``environ`` and the grader's log, ``write_text``, ``atexit``, ``transformers``,
-  torch normalizations (``normalize``, ``local_response_norm``).
+:func:`review` reads every code cell a student could write (solution cells, and cells the student
+added or changed), IPython's magics and shell escapes turned into Python first, and lists:
+
+* **names the grading reads, rebound**: a top-level assignment, import, ``def`` or ``class`` (or
+  a ``global`` declaration) of a name the check cells and hidden tests read (``checks``,
+  ``record``, ``torch``, the classes the hidden tests build their inputs from ...);
+* **a library or the course patched**: an attribute or item assigned on ``torch``, ``sys``,
+  ``helpers``, an imported module or class (``torch.allclose = ...``,
+  ``sys.modules["helpers.grading"].record = ...``), ``setattr``/``delattr`` on them;
+* **the interpreter, the kernel and torch's machinery**: frames, code objects, closures,
+  ``sys.modules``, the profiler and tracer, the garbage collector, ``ctypes``, ``get_ipython``
+  and IPython's transformers, events and history, torch's function and dispatch modes and their
+  switches, ``torch._C``, TorchScript and ``torch.compile``, audit hooks;
+* **processes, threads, files and descriptors**: ``subprocess``, ``os.fork``, threads, signals,
+  ``open``, ``io.FileIO``, ``os.write``/``dup``, symbolic and hard links, ``/proc``;
+* **computed names and code**: ``getattr``/``setattr`` with a name that is not a literal (the name
+  built from pieces, ``"set" + "profile"``), ``exec``/``eval``/``compile``, ``__import__``,
+  ``importlib``, ``globals()``; and string literals naming any of the above;
+* imports of ``helpers.checks``, ``helpers.grading`` or ``helpers._grading_kernel``.
+
+What the list cannot promise: it reads the source, so code that builds its source at run time
+(from a file, the network, an encoded string) shows only as the building (``exec``, ``compile``,
+``open``, a computed name), and a finding is a reason to look, not proof of anything.
 """
 
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from dataclasses import dataclass
 
 import nbformat
 
-SUSPICIOUS_NAMES = {
-    "get_ipython": "the kernel (get_ipython)",
-    "_getframe": "stack frames",
-    "currentframe": "stack frames",
-    "stack": None,  # only as inspect.stack
-    "f_back": "stack frames",
-    "f_locals": "stack frames",
-    "f_globals": "stack frames",
-    "input_transformers_post": "input transformers (rewriting cells)",
-    "input_transformers_cleanup": "input transformers (rewriting cells)",
-    "__torch_function__": "torch's override machinery",
-    "__torch_dispatch__": "torch's override machinery",
-    "TorchFunctionMode": "torch's override machinery",
-    "TorchDispatchMode": "torch's override machinery",
-    "_DisableTorchFunction": "torch's override machinery",
-    "DisableTorchFunction": "torch's override machinery",
-    "DisableTorchFunctionSubclass": "torch's override machinery",
-    "_disabled_torch_function_impl": "torch's override machinery",
-    "setprofile": "the interpreter's profiler (hides calls from the grader)",
-    "settrace": "the interpreter's tracer",
-    "monitoring": "the interpreter's monitoring",
-    "__builtins__": "builtins",
-    "builtins": "builtins",
-    "subprocess": "processes",
-    "system": None,  # only as os.system
-    "fork": "processes",
-    "popen": "processes",
-    "multiprocessing": "processes",
-    "threading": "threads",
-    "sqlite3": "a database",
-    "ctypes": "ctypes",
-    "importlib": "importlib",
-    "exec": "exec/eval",
-    "eval": "exec/eval",
-    "compile": "exec/eval",
-    "open": "files",
-    "register": None,  # only as .events.register
-    # found by an adversarial review: each hid a forbidden call or rewrote the record
-    "concurrent": "threads (concurrent.futures: calls there are not seen)",
-    "_thread": "threads",
-    "asyncio": "threads (asyncio)",
-    "__code__": "code objects (a copy of a function's code)",
-    "FunctionType": "code objects (a copy of a function's code)",
-    "CodeType": "code objects",
-    "co_filename": "code objects",
-    "getprofile": "the interpreter's profiler",
-    "gettrace": "the interpreter's tracer",
-    "environ": "environment variables (the grader's log is named there)",
-    "HELPERS_GRADING_LOG": "the grader's log",
-    "write_text": "files",
-    "write_bytes": "files",
-    "atexit": "exit hooks",
+from .plan import facts, python_source
+
+#: Attribute or name -> why it is listed (any use).
+REACHES = {
+    # the interpreter
+    "_getframe": "stack frames", "currentframe": "stack frames", "f_back": "stack frames",
+    "f_locals": "stack frames", "f_globals": "stack frames", "f_code": "stack frames",
+    "tb_frame": "stack frames", "gi_frame": "stack frames", "cr_frame": "stack frames",
+    "_current_frames": "stack frames", "__code__": "code objects", "__globals__": "code objects",
+    "__closure__": "closures", "cell_contents": "closures", "__defaults__": "code objects",
+    "__kwdefaults__": "code objects", "FunctionType": "code objects", "CodeType": "code objects",
+    "co_code": "code objects", "setprofile": "the interpreter's profiler (hides calls)",
+    "getprofile": "the interpreter's profiler", "settrace": "the interpreter's tracer",
+    "gettrace": "the interpreter's tracer", "addaudithook": "audit hooks", "modules": None,
+    "get_objects": "the garbage collector", "get_referrers": "the garbage collector",
+    "get_referents": "the garbage collector", "ctypes": "ctypes", "builtins": "builtins",
+    "__builtins__": "builtins", "importlib": "importlib", "__import__": "importlib",
+    "__subclasses__": "the class hierarchy", "__class__": None, "__dict__": None,
+    # the kernel
+    "get_ipython": "the kernel (get_ipython)", "input_transformers_post": "IPython's transformers",
+    "input_transformers_cleanup": "IPython's transformers", "ast_transformers": "IPython's transformers",
+    "input_transformer_manager": "IPython's transformers", "events": None, "user_ns": "the kernel's namespace",
+    "history_manager": "IPython's history", "_ih": "IPython's history", "_oh": "IPython's history",
+    "In": "IPython's history", "Out": "IPython's history",
+    # torch's machinery
+    "__torch_function__": "torch's override machinery", "__torch_dispatch__": "torch's override machinery",
+    "TorchFunctionMode": "torch's override machinery", "TorchDispatchMode": "torch's override machinery",
+    "DisableTorchFunction": "torch's override switches", "DisableTorchFunctionSubclass": "torch's override switches",
+    "_DisableTorchDispatch": "torch's override switches", "_disabled_torch_function_impl": "torch's override machinery",
+    "_C": None, "jit": "TorchScript (the grader cannot see which course functions it runs)",
+    "_dynamo": "torch.compile", "compile": None, "ops": None,
+    # processes, threads, files
+    "subprocess": "processes", "multiprocessing": "processes", "fork": "processes",
+    "forkpty": "processes", "popen": "processes", "system": None, "spawn": None,
+    "posix_spawn": "processes", "threading": "threads", "_thread": "threads",
+    "concurrent": "threads", "asyncio": "threads (asyncio)", "signal": "signals (a handler sees frames)",
+    "atexit": "exit hooks", "FileIO": "file descriptors", "dup": "file descriptors",
+    "dup2": "file descriptors", "fdopen": "file descriptors", "symlink": "symbolic links",
+    "link": "hard links", "environ": "environment variables", "putenv": "environment variables",
+    "sqlite3": "a database", "socket": "sockets", "write_text": "files", "write_bytes": "files",
     "transformers": "a library that holds answers (Hugging Face transformers)",
-    "local_response_norm": "a torch normalization",
-    "normalize": "a torch normalization",
-}
-PATCHED_MODULES = {"torch", "math", "np", "numpy", "helpers", "nn", "F", "checks", "record"}
+}  # fmt: skip
+#: Attribute chains listed only with a particular owner (``os.system``, ``sys.modules``, ...).
+OWNED = {
+    ("os", "system"): "processes", ("os", "spawn"): "processes", ("os", "write"): "file descriptors",
+    ("os", "open"): "file descriptors", ("sys", "modules"): "the loaded modules (sys.modules)",
+    ("torch", "_C"): "torch's internals (torch._C)", ("torch", "compile"): "torch.compile",
+    ("torch", "ops"): "torch's operator registry", ("inspect", "stack"): "stack frames",
+    ("inspect", "currentframe"): "stack frames", ("inspect", "getsource"): None,
+    ("get_ipython", "events"): "kernel event hooks",
+}  # fmt: skip
+#: Builtins whose call is listed.
+CALLS = {"exec": "exec/eval", "eval": "exec/eval", "compile": "exec/eval", "globals": "globals()",
+         "locals": "locals()", "vars": None, "open": "files", "__import__": "importlib",
+         "breakpoint": "the debugger", "input": None}  # fmt: skip
+#: Words in a string literal that name the machinery.
+WORDS = re.compile(
+    r"setprofile|settrace|_getframe|f_back|f_locals|helpers\.grading|helpers\.checks|"
+    r"_grading_kernel|/proc/|/dev/fd|__code__|__globals__|DisableTorch|_record|hidden_seed|"
+    r"sys\.modules|HELPERS_GRADING|\.grading"
+)
+#: Modules whose attributes a student's cell must not assign.
+LIBRARIES = {"torch", "nn", "F", "np", "numpy", "math", "helpers", "sys", "os", "builtins",
+             "checks", "record", "inspect", "types", "functools", "IPython"}  # fmt: skip
+GRADING_NAMES = {"checks", "record", "_record", "hidden_seed", "_seed"}
+#: Magics that change nothing the grading reads.
+HARMLESS_MAGICS = {"matplotlib", "time", "timeit", "pprint", "precision", "who", "whos", "lsmagic"}
+SUSPICIOUS_IMPORTS = ("helpers.checks", "helpers.grading", "helpers._grading_kernel")
 
 
 @dataclass(frozen=True)
@@ -96,24 +119,20 @@ class Finding:
 
 
 def protected_names(instructor_nb) -> set[str]:
-    """Names the locked (non-solution) code cells of the instructor's notebook bind."""
-    names: set[str] = set()
+    """Names the check cells and their hidden tests read that the instructor's locked cells bind
+    (``checks``, ``torch``, the classes the hidden tests build from ...), and the grading's own."""
+    bound: set[str] = set()
+    read: set[str] = set()
     for cell in instructor_nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type != "code" or meta.get("solution"):
+        meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
+        if cell.cell_type != "code":
             continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names)
-            elif isinstance(node, ast.FunctionDef | ast.ClassDef) and node in tree.body:
-                names.add(node.name)
-            elif isinstance(node, ast.Assign) and node in tree.body:
-                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names - {"*"}
+        f = facts(cell.source)
+        if meta.get("grade"):
+            read |= f.reads | f.reads_later
+        elif not meta.get("solution"):
+            bound |= f.binds
+    return (read & bound) | GRADING_NAMES
 
 
 def _student_cells(nb, instructor):
@@ -123,88 +142,161 @@ def _student_cells(nb, instructor):
     for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
-        meta = cell.get("metadata", {}).get("nbgrader", {})
+        meta = cell.get("metadata", {}).get("nbgrader", {}) or {}
         if meta.get("solution"):
             yield meta.get("grade_id", f"cell {index}"), cell.source
         elif not meta.get("locked") and cell.source.strip() not in theirs:
             yield f"cell {index}", cell.source
 
 
-def _base(node) -> str | None:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
+def _chain(node) -> list[str]:
+    """``a.b.c`` -> ["a", "b", "c"]; getattr(a, "b") counts as a.b; [] if not a plain chain."""
+    parts = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            parts.append(node.args[1].value)
+            node = node.args[0]
+        elif isinstance(node, ast.Call):
+            node = node.func
+        else:
+            break
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return parts[::-1]
 
 
 def _scan(source: str, protected: set[str]) -> list[tuple[int, str]]:
+    code, _ = python_source(source)
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(code)
     except SyntaxError as error:
         return [(error.lineno or 0, "does not parse (nbgrader will show the error)")]
+    except (RecursionError, MemoryError, ValueError):
+        return [(0, "could not be parsed: nested or long beyond what the reviewer reads")]
     found: list[tuple[int, str]] = []
-
-    def binds(target, line):
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                if node.id in protected:
-                    found.append(
-                        (line, f"rebinds {node.id!r}, a name the lesson's locked cells use")
-                    )
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
-                base = _base(node)
-                if base in PATCHED_MODULES:
-                    found.append((line, f"assigns an attribute of {base} (patching a library)"))
-
+    imported: set[str] = set()
     for node in ast.walk(tree):
-        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+
+    def note(node, reason):
+        found.append((getattr(node, "lineno", 0), reason))
+
+    # IPython's magics, as its transformation writes them: get_ipython().run_line_magic("x", ...)
+    magic_names: set[int] = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Call)
+            and isinstance(node.func.value.func, ast.Name)
+            and node.func.value.func.id == "get_ipython"
+            and node.func.attr in ("run_line_magic", "run_cell_magic", "system", "getoutput")
+        ):
+            magic_names.add(id(node.func.value.func))
+            what = (
+                node.args[0].value if node.args and isinstance(node.args[0], ast.Constant) else ""
+            )
+            if node.func.attr in ("system", "getoutput"):
+                note(node, "runs a shell command (!): processes")
+            elif what not in HARMLESS_MAGICS:
+                note(node, f"uses the magic %{what}")
+
+    # names the grading reads, rebound at the top level (or declared global)
+    for node in tree.body:
+        targets = []
         if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
-            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                binds(target, line)
-        elif isinstance(node, ast.For | ast.With | ast.comprehension):
-            target = getattr(node, "target", None)
-            if target is not None:
-                binds(target, line)
-        elif isinstance(node, ast.FunctionDef | ast.ClassDef):
-            if node.name in protected:
-                found.append(
-                    (line, f"redefines {node.name!r}, a name the lesson's locked cells use")
-                )
-            if SUSPICIOUS_NAMES.get(node.name):
-                found.append((line, f"defines {node.name}: {SUSPICIOUS_NAMES[node.name]}"))
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names = [node.name]
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [(a.asname or a.name).split(".")[0] for a in node.names]
+        elif isinstance(node, ast.For | ast.With):
+            names = [
+                n.id
+                for t in (
+                    [node.target]
+                    if isinstance(node, ast.For)
+                    else [i.optional_vars for i in node.items if i.optional_vars]
+                )  # fmt: skip
+                for n in ast.walk(t)
+                if isinstance(n, ast.Name)
+            ]
+        else:
+            names = []
+        for name in names:
+            if name in protected:
+                note(node, f"rebinds {name!r}, which the check cells and hidden tests read")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global | ast.Nonlocal):
+            for name in node.names:
+                if name in protected:
+                    note(node, f"declares {name!r} global (the check cells read it)")
         elif isinstance(node, ast.Import | ast.ImportFrom):
             module = getattr(node, "module", None) or ""
             for alias in node.names:
                 full = f"{module}.{alias.name}" if module else alias.name
-                if full.startswith(("helpers.checks", "helpers.grading")):
-                    found.append((line, f"imports {full} (the course's checks or grading)"))
-                top = full.split(".")[0]
-                if SUSPICIOUS_NAMES.get(top) or SUSPICIOUS_NAMES.get(alias.name):
-                    found.append(
-                        (
-                            line,
-                            f"imports {full}: {SUSPICIOUS_NAMES.get(top) or SUSPICIOUS_NAMES.get(alias.name)}",
-                        )
-                    )
-        elif isinstance(node, ast.Attribute | ast.Name):
+                if full.startswith(SUSPICIOUS_IMPORTS) or (
+                    module == "helpers" and alias.name in ("checks", "grading", "_grading_kernel")
+                ):
+                    note(node, f"imports {full} (the course's checks or grading)")
+                for part in full.split("."):
+                    if REACHES.get(part):
+                        note(node, f"imports {full}: {REACHES[part]}")
+                        break
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
+            targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    if isinstance(sub, ast.Attribute | ast.Subscript) and isinstance(
+                        sub.ctx, ast.Store | ast.Del
+                    ):
+                        chain = _chain(sub)
+                        if chain and (chain[0] in LIBRARIES or chain[0] in imported):
+                            note(node, f"assigns into {'.'.join(chain)} (patching a library)")
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                if func.id in ("setattr", "delattr") and node.args:
+                    chain = _chain(node.args[0])
+                    if chain and (chain[0] in LIBRARIES or chain[0] in imported):
+                        note(node, f"{func.id} on {'.'.join(chain)} (patching a library)")
+                if func.id in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+                    name = node.args[1]
+                    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                        note(node, f"{func.id} with a name built at run time")
+                if CALLS.get(func.id):
+                    note(node, f"calls {func.id}: {CALLS[func.id]}")
+        if isinstance(node, ast.Attribute | ast.Name):
+            chain = _chain(node)
             name = node.attr if isinstance(node, ast.Attribute) else node.id
-            reason = SUSPICIOUS_NAMES.get(name)
-            if name == "stack" and _base(node) == "inspect":
-                reason = "stack frames"
-            elif name == "system" and _base(node) == "os":
-                reason = "processes"
-            elif (
-                name == "register"
-                and isinstance(node, ast.Attribute)
-                and "events" in ast.unparse(node)
-            ):
-                reason = "kernel event hooks"
+            if isinstance(node, ast.Attribute) and len(chain) >= 2:
+                owned = OWNED.get((chain[-2], name))
+                if owned:
+                    note(node, f"uses {'.'.join(chain[-2:])}: {owned}")
+                    continue
+            reason = REACHES.get(name)
+            if id(node) in magic_names:
+                continue
             if reason:
-                found.append((line, f"uses {name}: {reason}"))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in ("setattr", "delattr") and node.args:
-                base = _base(node.args[0])
-                if base in PATCHED_MODULES:
-                    found.append((line, f"{node.func.id} on {base} (patching a library)"))
+                note(node, f"uses {name}: {reason}")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            match = WORDS.search(node.value)
+            if match:
+                note(node, f"a string naming {match.group(0)!r}")
     return sorted(set(found))
 
 
@@ -216,9 +308,16 @@ def review(submission, instructor) -> list[Finding]:
         instructor = nbformat.read(str(instructor), as_version=4)
     protected = protected_names(instructor)
     findings = []
+    limit = sys.getrecursionlimit()
     for cell, source in _student_cells(submission, instructor):
         lines = source.splitlines()
-        for line, reason in _scan(source, protected):
+        try:
+            scanned = _scan(source, protected)
+        except RecursionError:
+            scanned = [(0, "could not be read: nested beyond what the reviewer reads")]
+        finally:
+            sys.setrecursionlimit(limit)
+        for line, reason in scanned:
             code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
             findings.append(Finding(cell, line, reason, code[:120]))
     return findings
