@@ -288,6 +288,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     # --- where a piece of code comes from -----------------------------------------------------
     own_codes = _set()  # this machinery's own code objects (and the sealed recorder's)
+    answer_callers = _set()  # the code that calls an answer (``observe`` below)
     kinds: dict = {}  # id(code) -> (code, kind, course name); the code is kept, so ids stay valid
     course_map: dict = {}  # code (compared by content) -> "helpers.module.qualname"
     course_loaded: list = [None]
@@ -450,7 +451,11 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             if kind == "ours":  # the modes' own handlers: torch has taken the mode off meanwhile
                 return
             if kind == "course":
-                if attributed_to_user(frame.f_back):
+                caller = frame.f_back
+                # the answer itself a course function (``my_answer = helpers.x``): counted too
+                if (caller is not None and caller.f_code in answer_callers) or attributed_to_user(
+                    caller
+                ):
                     note(name)
             elif kind == "library":
                 filename = code.co_filename
@@ -540,6 +545,8 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         finally:
             names, problems = end()
         return result, error, names, problems
+
+    answer_callers.add(observe.__code__)
 
     # --- plain data ---------------------------------------------------------------------------
     def number(x):

@@ -67,8 +67,8 @@ REACHES = {
     # torch's machinery
     "__torch_function__": "torch's override machinery", "__torch_dispatch__": "torch's override machinery",
     "TorchFunctionMode": "torch's override machinery", "TorchDispatchMode": "torch's override machinery",
-    "DisableTorchFunction": "torch's override switches", "DisableTorchFunctionSubclass": "torch's override switches",
-    "_DisableTorchDispatch": "torch's override switches", "_disabled_torch_function_impl": "torch's override machinery",
+    "DisableTorchFunction": "torch's override machinery (a switch)", "DisableTorchFunctionSubclass": "torch's override machinery (a switch)",
+    "_DisableTorchDispatch": "torch's override machinery (a switch)", "_disabled_torch_function_impl": "torch's override machinery",
     "_C": None, "jit": "TorchScript (the grader cannot see which course functions it runs)",
     "_dynamo": "torch.compile", "compile": None, "ops": None,
     # processes, threads, files
@@ -257,6 +257,8 @@ def _scan(source: str, protected: set[str]) -> list[tuple[int, str]]:
                     if REACHES.get(part):
                         note(node, f"imports {full}: {REACHES[part]}")
                         break
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and REACHES.get(node.name):
+            note(node, f"defines {node.name}: {REACHES[node.name]}")
         elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete):
             targets = node.targets if isinstance(node, ast.Assign | ast.Delete) else [node.target]
             for target in targets:
