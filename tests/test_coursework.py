@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import coursework as cw  # noqa: E402
 
-from helpers.course import LESSONS  # noqa: E402
+from helpers.course import NOTEBOOKS as COURSE_NOTEBOOKS  # noqa: E402
 
 # The committed lesson notebooks; COURSEWORK_NOTEBOOKS points elsewhere when working on the tests.
 NOTEBOOKS = Path(os.environ.get("COURSEWORK_NOTEBOOKS", ROOT / "notebooks"))
@@ -192,7 +192,7 @@ def course(request, tmp_path_factory):
     lesson = request.cls.lesson
     if not (NOTEBOOKS / lesson.notebook).exists():
         pytest.skip(f"notebooks/{lesson.notebook} (lesson {lesson.number}) is not written yet")
-    c = Course(lesson, tmp_path_factory.mktemp(f"course_lesson{lesson.number:02d}"))
+    c = Course(lesson, tmp_path_factory.mktemp(f"course_{lesson.assignment}"))
     # one snapshot of the committed notebook for every test of the lesson, even if it changes
     snapshot = c.folder / "instructor"
     snapshot.mkdir()
@@ -305,7 +305,11 @@ class _Coursework:
                 assert not s.outputs and s.execution_count is None, f"cell {i}: outputs kept"
             assert "### BEGIN SOLUTION" not in s.source and "HIDDEN TESTS" not in s.source
             if meta.get("solution"):
-                assert "raise NotImplementedError()" in s.source, f"cell {i}: no stub"
+                # a code answer gets the code stub; a written answer graded by hand, the text one
+                stub = (
+                    "raise NotImplementedError()" if s.cell_type == "code" else "YOUR ANSWER HERE"
+                )
+                assert stub in s.source, f"cell {i}: no stub"
                 assert s.source != t.source
             elif meta.get("grade"):
                 assert _nbg(s).get("locked") and _nbg(s)["points"] == meta["points"]
@@ -381,9 +385,12 @@ class _Coursework:
     def test_autograde_gives_the_instructor_version_full_marks(self, course, graded):
         scores, _, autograded = graded
         got = scores[STUDENT_OK]
-        assert set(got) == {e.check_id for e in course.exercises}
-        lost = {k: v for k, v in got.items() if v[0] != v[1]}
+        by_hand = {m.grade_id for m in cw.manual_answers(course.instructor)}
+        assert set(got) == {e.check_id for e in course.exercises} | by_hand
+        lost = {k: v for k, v in got.items() if v[0] != v[1] and k not in by_hand}
         assert not lost, f"the instructor version lost points: {lost}"
+        # an answer graded by hand is pending (None), neither 0 nor full marks
+        assert all(got[k][0] is None for k in by_hand), {k: got[k] for k in by_hand}
         for e in course.exercises:  # what the autograder saw: the ✓ verdict, no error
             cell = autograded[STUDENT_OK].cells[e.check_index]
             assert not _errors(cell) and "✓" in _text(cell), _text(cell)
@@ -400,7 +407,7 @@ class _Coursework:
                 assert score == 0, f"{e.check_id}: a wrong answer kept {score} points"
             else:
                 assert score == most, f"{e.check_id}: lost points for another exercise's answer"
-        total = sum(s for s, _ in got.values())
+        total = sum(got[e.check_id][0] for e in course.exercises)
         assert total == sum(e.points for e in course.exercises) - wrong_ex.points
         (error,) = _errors(autograded[STUDENT_WRONG].cells[wrong_ex.check_index])
         assert error["ename"] == "ExerciseFailed" and len(error["traceback"]) == 1
@@ -413,7 +420,7 @@ class _Coursework:
         print(json.dumps({k: round(v, 1) for k, v in TIMINGS.items()}, indent=1))
 
 
-for _lesson in LESSONS:
-    _name = f"TestLesson{_lesson.number:02d}"
+for _lesson in COURSE_NOTEBOOKS:  # core lessons and their "Going further" companions
+    _name = f"TestLesson{_lesson.assignment.removeprefix('lesson')}"
     globals()[_name] = type(_name, (_Coursework,), {"lesson": _lesson})
 del _lesson, _name

@@ -31,7 +31,7 @@ from grading import review as rv  # noqa: E402
 from grading.spec import Spec  # noqa: E402
 from grading.verdicts import judge, same  # noqa: E402
 
-from helpers.course import Lesson  # noqa: E402
+from helpers.course import LESSONS, Lesson  # noqa: E402
 from helpers.grading import plain, record  # noqa: E402
 
 needs_bwrap = pytest.mark.skipif(
@@ -133,6 +133,19 @@ CHECK = (
     "record('s_ex1', double, torch.tensor([[3.0], [7.0]]))\n"
     "### END HIDDEN TESTS"
 )
+# a second exercise under lesson 5's RMSNorm grade_id: its spec forbids torch's normalizations,
+# so the cheats that hide a forbidden call have something to hide
+SOLUTION2 = (
+    "def rms(x):\n    ### BEGIN SOLUTION\n"
+    "    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6)\n    ### END SOLUTION"
+)
+CHECK2 = (
+    "assert torch.allclose(rms(torch.ones(1, 4)), torch.ones(1, 4), atol=1e-4), 'rms(ones) is not ones'\n"
+    "print('✓ passed')\n"
+    "### BEGIN HIDDEN TESTS\n"
+    "record('l5_ex4', rms, torch.tensor([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]], dtype=torch.float64))\n"
+    "### END HIDDEN TESTS"
+)
 MARK = "cw-cheat-daemon"
 
 CHEATS = {
@@ -173,14 +186,75 @@ CHEATS = {
     "    nb = json.load(open('COURSE/submitted/instructor/lesson99/synthetic.ipynb'))\n"
     "    exec(next(''.join(c['source']) for c in nb['cells'] if 'BEGIN SOLUTION' in ''.join(c['source'])))\n"
     "    print('read a submission')\nexcept OSError as e:\n    print('blocked:', type(e).__name__)",
+    # --- the bypasses of the unconfined side (one symlink stole any grade) --------------------
+    # the record log pointed at a classmate's, the notebook at the instructor's source, the log
+    # replaced by a folder
+    "symlinks": "import os\nfor target, name in (('../../instructor/lesson99/.grading.jsonl', '.grading.jsonl'),\n"
+    "                     ('COURSE/source/lesson99/synthetic.ipynb', 'synthetic.ipynb'),\n"
+    "                     ('COURSE/.reference', '.reference')):\n"
+    "    try:\n        os.symlink(target, name)\n    except OSError as e:\n        print('no link:', e)\n"
+    "os.makedirs('.grading', exist_ok=True)\ndef double(x):\n    return x",
+    # an answer that is no tensor but looks like a record of one (TypeError in the comparison)
+    "record_shaped": "def double(x):\n    return {'tensor': 0}",
+    # a cell the reviewer cannot parse (RecursionError in review)
+    "deep_chain": "def double(x):\n    return x\nif False:\n    _ = x" + ".real" * 200_000,
+    # forbidden calls hidden: TorchScript around the library's RMSNorm
+    "torchscript": "import torch.nn.functional as F\n@torch.jit.script\n"
+    "def _n(x: torch.Tensor) -> torch.Tensor:\n    return F.rms_norm(x, [x.shape[-1]], eps=1e-6)\n"
+    "def rms(x):\n    return _n(x)",
+    # ... the observers switched off by computed names
+    "observers_off": "import sys\nimport torch.nn.functional as F\ndef rms(x):\n"
+    "    getattr(sys, 'set' + 'profile')(None)\n"
+    "    with getattr(torch._C, 'Disable' + 'TorchFunction')():\n"
+    "        return F.rms_norm(x, (x.shape[-1],), eps=1e-6)",
+    # ... the recorder replaced through sys.modules, and the hidden test's name for it rebound
+    "replace_recorder": "import sys\n_g = sys.modules['helpers.' + 'grading']\n"
+    "_g.record = lambda exercise, answer, *a, **k: None\nrecord = _g.record\n"
+    "def double(x):\n    return x",
+    # ... the record channel written by hand (every descriptor the kernel holds)
+    "write_channel": "import io, json\nfor fd in range(3, 64):\n    try:\n"
+    "        io.FileIO(fd, 'w', closefd=False).write(json.dumps({'kind': 'case', 'exercise': 's_ex1', 'seq': 0}).encode() + b'\\n')\n"
+    "    except OSError:\n        pass\ndef double(x):\n    return x",
+    # the hidden test's inputs replaced: torch.tensor makes zeros, the answer returns zeros
+    "replace_inputs": "_tensor = torch.tensor\ntorch.tensor = lambda *a, **k: _tensor(*a, **k) * 0\n"
+    "def double(x):\n    return torch.zeros_like(x)",
 }
+
+# Honest answers written another way: full marks (and nothing on the review list)
+HONEST = {
+    "honest_sum": "def double(x):\n    return x + x\n\n"
+    "def rms(x):\n    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6)",
+    "honest_numpy": "import numpy as np\n\ndef double(x):\n    return torch.from_numpy(np.multiply(x.numpy(), 2))\n\n"
+    "def rms(x):\n    y = x.to(torch.float32)  # float32 inside, the input's dtype out\n"
+    "    return (y / y.square().mean(-1, keepdim=True).add(1e-6).sqrt()).to(x.dtype)",
+    "honest_inplace": "def double(x):\n    y = x.clone()\n    y.mul_(2)\n    return y\n\n"
+    "def rms(x):\n    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True) / x.shape[-1] ** 0.5\n"
+    "    out = x.clone()\n    out /= torch.sqrt(norm**2 + 1e-6)\n    return out",
+}
+#: submissions whose folder holds symbolic links (made outside the kernel, e.g. in an upload)
+LINKED = ("linked", "dangling", "stealer")
 
 
 def _submission(release_nb, cheat: str | None = None, answer: str | None = None):
+    """The release with the first solution cell replaced by the cheat (or ``answer``); a cheat
+    that defines ``rms`` goes in the second solution cell, the first keeps its stub."""
     nb = nbformat.reads(nbformat.writes(release_nb), as_version=4)
-    for cell in nb.cells:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            cell.source = answer if answer is not None else CHEATS[cheat]
+    text = answer if answer is not None else CHEATS[cheat]
+    cells = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    if answer is None and "def rms" in text:
+        cells[1].source = text
+    else:
+        cells[0].source = text
+    return nb
+
+
+def _honest(release_nb, answer: str):
+    """Both solution cells answered (the functions split at the blank line before ``def rms``)."""
+    nb = nbformat.reads(nbformat.writes(release_nb), as_version=4)
+    first, second = answer.split("\n\ndef rms", 1)
+    cells = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+    head = first.split("def double", 1)[0]
+    cells[0].source, cells[1].source = first, head + "def rms" + second
     return nb
 
 
@@ -203,9 +277,12 @@ def synthetic(tmp_path_factory):
         return c
 
     nb.cells = [
-        cell("import torch\nfrom helpers.grading import record\nchecks = None"),
+        # a magic first, as in the lessons (the review strips it before parsing)
+        cell("%matplotlib inline\nimport torch\nfrom helpers.grading import record\nchecks = None"),
         cell(SOLUTION, solution=True, grade=False, locked=False, grade_id="s_ex1"),
         cell(CHECK, solution=False, grade=True, locked=True, points=2, grade_id="s_ex1_check"),
+        cell(SOLUTION2, solution=True, grade=False, locked=False, grade_id="l5_ex4"),
+        cell(CHECK2, solution=False, grade=True, locked=True, points=2, grade_id="l5_ex4_check"),
     ]
     nbformat.write(nb, notebooks / LESSON.notebook)
     cw.release([LESSON], course, notebooks=notebooks)
@@ -220,6 +297,8 @@ def synthetic(tmp_path_factory):
         ),
         "blank": release_nb,
     }
+    for name, answer in HONEST.items():
+        subs[name] = _honest(release_nb, answer)
     for name in CHEATS:
         sub = _submission(release_nb, name)
         for c in sub.cells:
@@ -246,23 +325,51 @@ def synthetic(tmp_path_factory):
 
     start = time.perf_counter()
     assert run("collect", "lesson99", str(downloads)).returncode == 0
+    # submissions whose folder holds links (an upload, an archive): the notebook a symlink to the
+    # instructor's source, a dangling one, and a blank notebook beside a link to a classmate's log
+    source = course / "source" / "lesson99" / LESSON.notebook
+    for sid in LINKED:
+        folder = course / "submitted" / sid / "lesson99"
+        folder.mkdir(parents=True)
+    (course / "submitted" / "linked" / "lesson99" / LESSON.notebook).symlink_to(source)
+    (course / "submitted" / "dangling" / "lesson99" / LESSON.notebook).symlink_to(base / "nowhere")
+    stealer = course / "submitted" / "stealer" / "lesson99"
+    nbformat.write(release_nb, stealer / LESSON.notebook)
+    (stealer / ".grading.jsonl").symlink_to("../../instructor/lesson99/.grading.jsonl")
+    source_before = (source.read_bytes(), source.stat().st_mode)
     before = gradebook.stat().st_mtime
-    graded = run("autograde", "lesson99")
+    graded = run("autograde", "lesson99", "--jobs", "2")
     seconds = time.perf_counter() - start
-    return {"course": course, "out": graded, "seconds": seconds, "gradebook_before": before}
+    feedback = cw.nbgrader(course, "generate_feedback", "lesson99", "--force", check=False)
+    return {
+        "course": course,
+        "out": graded,
+        "seconds": seconds,
+        "gradebook_before": before,
+        "source_before": source_before,
+        "feedback": feedback,
+    }
 
 
 def _score_lines(out: str) -> dict[str, str]:
-    return {line.split(":")[0]: line for line in out.splitlines() if "/2" in line}
+    return {line.split(":")[0]: line for line in out.splitlines() if "/4" in line}
 
 
 @needs_bwrap
 @pytest.mark.slow
 def test_grading_honest_answers(synthetic):
     lines = _score_lines(synthetic["out"].stdout)
-    assert "2/2" in lines["instructor"], synthetic["out"].stdout
-    assert "2/2" in lines["warns"], "a correct answer that warns keeps its points"
-    assert "0/2" in lines["wrong"] and "0/2" in lines["blank"]
+    assert "4/4" in lines["instructor"], synthetic["out"].stdout
+    assert "2/4" in lines["warns"], "a correct answer that warns keeps its points"
+    assert "0/4" in lines["wrong"] and "0/4" in lines["blank"]
+
+
+@needs_bwrap
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(HONEST))
+def test_grading_honest_answers_written_another_way_get_full_marks(synthetic, variant):
+    lines = _score_lines(synthetic["out"].stdout)
+    assert lines[variant].startswith(f"{variant}: 4/4"), synthetic["out"].stdout
 
 
 @needs_bwrap
@@ -270,7 +377,39 @@ def test_grading_honest_answers(synthetic):
 @pytest.mark.parametrize("cheat", sorted(CHEATS))
 def test_grading_each_cheat_scores_zero(synthetic, cheat):
     lines = _score_lines(synthetic["out"].stdout)
-    assert "0/2" in lines[cheat], synthetic["out"].stdout + synthetic["out"].stderr
+    assert lines[cheat].startswith(f"{cheat}: 0/4"), (
+        synthetic["out"].stdout + synthetic["out"].stderr
+    )
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_links_in_a_submission_are_removed_and_trusted_for_nothing(synthetic):
+    out, err = synthetic["out"].stdout, synthetic["out"].stderr
+    lines = _score_lines(out)
+    for sid in LINKED:
+        assert lines[sid].startswith(f"{sid}: 0/4"), out + err
+        assert f"{sid}: removed from the submission:" in err, err
+    # the notebook itself was a link: nothing to grade, a zero with the reason
+    assert "linked: NOT GRADED (0 points)" in err and "dangling: NOT GRADED (0 points)" in err
+    # nbgrader wrote and chmod-ed nothing through them: the instructor's source is as it was
+    source = synthetic["course"] / "source" / "lesson99" / LESSON.notebook
+    assert (source.read_bytes(), source.stat().st_mode) == synthetic["source_before"]
+    assert "4/4" in lines["instructor"]
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_feedback_shows_no_hidden_test(synthetic):
+    pages = sorted((synthetic["course"] / "feedback").glob("*/lesson99/*.html"))
+    found = {p.parent.parent.name for p in pages}
+    assert found >= {"instructor", "wrong", "blank"}, synthetic["feedback"].stderr[-3000:]
+    instructor = synthetic["course"] / "feedback" / "instructor" / "lesson99" / "synthetic.html"
+    assert "✓ passed" in instructor.read_text(encoding="utf-8")  # the visible checks are shown
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        for hidden in ("BEGIN HIDDEN", "record(", "[[1.0, 2.0, 3.0]", "1.5, -2.0, 0.25"):
+            assert hidden not in html, (page, hidden)
 
 
 @needs_bwrap
@@ -279,16 +418,19 @@ def test_grading_cheats_are_on_the_review_list(synthetic):
     out = synthetic["out"].stdout
     review = out[out.index("review") :]
     for cheat in ("rebind_checks", "patch_allclose", "tensor_subclass", "input_transformer",
-                  "frame_reading", "forged_records", "detached_process"):  # fmt: skip
+                  "frame_reading", "forged_records", "detached_process", "symlinks",
+                  "deep_chain", "torchscript", "observers_off", "replace_recorder",
+                  "write_channel", "replace_inputs"):  # fmt: skip
         assert f"  {cheat}  " in review, (cheat, review)
-    assert "  instructor  " not in review and "  wrong  " not in review
+    for honest in ("instructor", "wrong", "warns", "blank", *HONEST):
+        assert f"  {honest}  " not in review, (honest, review)
 
 
 @needs_bwrap
 @pytest.mark.slow
 def test_grading_one_malformed_submission_is_named_and_the_others_graded(synthetic):
     assert "malformed: NOT GRADED" in synthetic["out"].stderr
-    assert "2/2" in _score_lines(synthetic["out"].stdout)["instructor"]
+    assert "4/4" in _score_lines(synthetic["out"].stdout)["instructor"]
 
 
 @needs_bwrap
@@ -310,7 +452,7 @@ def test_grading_confinement_holds(synthetic):
 
 
 # ---- the capstone's release, cheated on: each cheat loses what it targets ---------------------
-CAPSTONE = next(lesson for lesson in cw.LESSONS if lesson.topic == "audit")
+CAPSTONE = next(lesson for lesson in LESSONS if lesson.topic == "audit")
 CAPSTONE_CHEATS = {
     # every check name prints "passed", every answer a stub: nothing earned
     "rebind_checks": {

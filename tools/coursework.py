@@ -15,6 +15,7 @@ and ignored by git.
     python tools/coursework.py scores lesson04         # one line per student, and per exercise
     python tools/coursework.py scores lesson04 lesson05 --csv grades.csv   # for an LMS (Canvas)
     python tools/coursework.py review lesson04         # cells that reach for the grading machinery
+    python tools/coursework.py grade lesson10 alice l10_ex4_explain 2.5 --comment "..."  # by hand
 
 ``release`` copies each lesson notebook to ``nbgrader/source/lessonNN/`` (without the saved
 widget state of the instructor's run) and runs ``nbgrader generate_assignment --force`` (one run
@@ -70,10 +71,13 @@ from grading.execute import grading_folder  # noqa: E402
 from grading.saveverdicts import extension_delta  # noqa: E402
 from grading.verdicts import Verdict  # noqa: E402
 
-from helpers.course import LESSONS, Lesson  # noqa: E402
+from helpers.course import NOTEBOOKS as COURSE_NOTEBOOKS  # noqa: E402
+from helpers.course import Lesson  # noqa: E402
 
 __all__ = [
     "Exercise",
+    "ManualAnswer",
+    "manual_answers",
     "assignment_id",
     "notebook_id",
     "lessons_present",
@@ -86,6 +90,7 @@ __all__ = [
     "Graded",
     "scores",
     "penalties",
+    "grade_by_hand",
     "summary",
     "write_csv",
     "sanitize",
@@ -107,8 +112,9 @@ class Exercise:
 
 
 def assignment_id(lesson: Lesson) -> str:
-    """The nbgrader assignment name of a lesson: ``lesson04``, ..., ``lesson10``."""
-    return f"lesson{lesson.number:02d}"
+    """The nbgrader assignment name of a notebook: ``lesson04``, ..., ``lesson10``, and
+    ``lesson04b`` for lesson 4's "Going further" companion (helpers.course ``Lesson.assignment``)."""
+    return lesson.assignment
 
 
 def notebook_id(lesson: Lesson) -> str:
@@ -117,17 +123,21 @@ def notebook_id(lesson: Lesson) -> str:
 
 
 def lessons_present(notebooks: Path = NOTEBOOKS) -> list[Lesson]:
-    """The lessons of helpers.course.LESSONS whose notebook exists."""
-    return [lesson for lesson in LESSONS if (notebooks / lesson.notebook).exists()]
+    """The notebooks of helpers.course.NOTEBOOKS (core lessons and their "Going further"
+    companions) that exist, in course order."""
+    return [lesson for lesson in COURSE_NOTEBOOKS if (notebooks / lesson.notebook).exists()]
 
 
 def _lesson(arg: str) -> Lesson:
-    digits = re.sub(r"\D", "", str(arg))
-    for lesson in LESSONS:
-        if digits and int(digits) == lesson.number:
-            return lesson
-    known = ", ".join(f"{x.number} ({assignment_id(x)})" for x in LESSONS)
-    raise SystemExit(f"coursework: no lesson {arg!r}; lessons: {known}")
+    """A notebook by its number or assignment: ``4``, ``04``, ``lesson04``; ``4b``,
+    ``lesson04b`` for a companion."""
+    match = re.fullmatch(r"(?:lesson)?0*(\d+)(b?)", str(arg).strip().lower())
+    if match:
+        for lesson in COURSE_NOTEBOOKS:
+            if lesson.key == match.group(1) + match.group(2):
+                return lesson
+    known = ", ".join(f"{x.key} ({assignment_id(x)})" for x in COURSE_NOTEBOOKS)
+    raise SystemExit(f"coursework: no lesson {arg!r}; notebooks: {known}")
 
 
 def exercises(nb) -> list[Exercise]:
@@ -151,6 +161,30 @@ def exercises(nb) -> list[Exercise]:
                 Exercise(solution[0], meta["grade_id"], float(meta["points"]), solution[1], i)
             )
     return found
+
+
+@dataclass(frozen=True)
+class ManualAnswer:
+    """An answer the instructor grades by hand (nbgrader's "manually graded answer": a cell with
+    solution and grade both set, e.g. a written explanation); autograde gives it no points (0 if
+    left as released), ``scores`` reports it pending until the instructor has graded it."""
+
+    grade_id: str
+    points: float
+    index: int
+    cell_type: str
+
+
+def manual_answers(nb) -> list[ManualAnswer]:
+    """The manually graded answers of a notebook (a path or a NotebookNode), in order."""
+    if not isinstance(nb, nbformat.NotebookNode):
+        nb = nbformat.read(str(nb), as_version=4)
+    return [
+        ManualAnswer(meta["grade_id"], float(meta.get("points", 0)), i, cell.cell_type)
+        for i, cell in enumerate(nb.cells)
+        if (meta := cell.get("metadata", {}).get("nbgrader", {})).get("solution")
+        and meta.get("grade")
+    ]
 
 
 def _venv_on_path() -> None:
@@ -701,7 +735,10 @@ def _print_review(found: dict[str, list]) -> None:
 
 
 def scores(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, dict[str, tuple]]:
-    """The gradebook's scores: {student: {grade_id: (score, max_score)}} for a lesson."""
+    """The gradebook's scores: {student: {grade_id: (score, max_score)}} for a lesson. A
+    manually graded answer the instructor has not graded yet scores ``None`` (pending), never 0:
+    the instructor's manual score if given, else the automatic one (0 for an answer left as
+    released)."""
     from nbgrader.api import MissingEntry
 
     result: dict[str, dict[str, tuple]] = {}
@@ -713,8 +750,54 @@ def scores(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, dict[str,
                 )
             except MissingEntry:
                 continue
-            result[student.id] = {g.name: (float(g.score), float(g.max_score)) for g in nb.grades}
+            result[student.id] = {g.name: (_score(g), float(g.max_score)) for g in nb.grades}
     return result
+
+
+def _score(grade) -> float | None:
+    if grade.manual_score is not None:
+        return float(grade.manual_score)
+    if grade.auto_score is not None:
+        return float(grade.auto_score)
+    return None  # waiting for the instructor (nbgrader: needs_manual_grade)
+
+
+def _totals(grades: dict[str, tuple]) -> tuple[float, float, float]:
+    """(points earned, points possible, points still to be graded by hand) of one student."""
+    got = sum(s for s, _ in grades.values() if s is not None)
+    most = sum(m for _, m in grades.values())
+    pending = sum(m for s, m in grades.values() if s is None)
+    return got, most, pending
+
+
+def grade_by_hand(
+    lesson: Lesson,
+    student: str,
+    grade_id: str,
+    score: float,
+    comment: str | None = None,
+    course_dir: Path = COURSE_DIR,
+) -> None:
+    """The instructor's score (and comment) for a manually graded answer of one student: stored
+    as nbgrader's manual score, which a later ``autograde`` keeps and the feedback shows."""
+    source = Path(course_dir) / "source" / assignment_id(lesson) / lesson.notebook
+    answers = {m.grade_id: m for m in manual_answers(source)}
+    if grade_id not in answers:
+        raise ValueError(
+            f"grade_id must name an answer graded by hand in {assignment_id(lesson)} "
+            f"({', '.join(answers) or 'it has none'}); got {grade_id!r}"
+        )
+    most = answers[grade_id].points
+    if not isinstance(score, int | float) or not 0 <= score <= most:
+        raise ValueError(f"score must be a number from 0 to {most:g} for {grade_id}; got {score!r}")
+    with _gradebook(course_dir) as gb:
+        nid, aid = notebook_id(lesson), assignment_id(lesson)
+        grade = gb.find_grade(grade_id, nid, aid, student)
+        grade.manual_score = float(score)
+        grade.needs_manual_grade = False
+        if comment is not None:
+            gb.find_comment(grade_id, nid, aid, student).manual_comment = comment
+        gb.db.commit()
 
 
 def penalties(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, float]:
@@ -741,6 +824,7 @@ def summary(lesson: Lesson, course_dir: Path = COURSE_DIR) -> list[tuple[str, fl
     rows = []
     for e in found:
         got = [grades[e.check_id][0] for grades in table.values() if e.check_id in grades]
+        got = [g for g in got if g is not None]
         mean = sum(got) / len(got) if got else 0.0
         full = sum(g >= e.points for g in got) / len(got) if got else 0.0
         rows.append((e.check_id, e.points, mean, full))
@@ -748,8 +832,8 @@ def summary(lesson: Lesson, course_dir: Path = COURSE_DIR) -> list[tuple[str, fl
 
 
 def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
-    """One row per student, one column per exercise and one total per lesson (after the late
-    penalty), in the layout Canvas's gradebook import reads: ``Student``, ``ID``, ``SIS User ID``,
+    """One row per student, one column per exercise and per answer graded by hand (empty until
+    the instructor has graded it), and one total per lesson (after the late penalty), in the layout Canvas's gradebook import reads: ``Student``, ``ID``, ``SIS User ID``,
     ``SIS Login ID``, ``Section``, then the score columns, with a ``Points Possible`` row first.
     Students are matched by their SIS ids, which are the nbgrader student ids. Returns the rows."""
     import csv
@@ -758,10 +842,13 @@ def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
     per_lesson = []
     for lesson in lessons:
         table, late = scores(lesson, course_dir), penalties(lesson, course_dir)
-        found = exercises(Path(course_dir) / "source" / assignment_id(lesson) / lesson.notebook)
+        source = Path(course_dir) / "source" / assignment_id(lesson) / lesson.notebook
+        found = [(e.check_id, e.solution_id, e.points) for e in exercises(source)]
+        found += [(m.grade_id, m.grade_id, m.points) for m in manual_answers(source)]
         aid = assignment_id(lesson)
-        columns += [f"{aid} {e.solution_id} ({e.points:g})" for e in found] + [f"{aid} total"]
-        maxima += [e.points for e in found] + [sum(e.points for e in found)]
+        columns += [f"{aid} {label} ({points:g})" for _, label, points in found]
+        columns.append(f"{aid} total")
+        maxima += [points for *_, points in found] + [sum(points for *_, points in found)]
         per_lesson.append((found, table, late))
         ids += [s for s in table if s not in ids]
     with _gradebook(course_dir) as gb:
@@ -779,9 +866,10 @@ def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
         row = []
         for found, table, late in per_lesson:
             grades = table.get(sid, {})
-            got = [grades.get(e.check_id, (0.0, e.points))[0] for e in found]
-            total = max(sum(got) - late.get(sid, 0.0), 0.0)
-            row += [f"{g:g}" for g in got] + [f"{total:g}"]
+            got = [grades.get(gid, (0.0, points))[0] for gid, _, points in found]
+            total = max(sum(g for g in got if g is not None) - late.get(sid, 0.0), 0.0)
+            # an answer waiting to be graded by hand: an empty cell (Canvas: not graded yet)
+            row += ["" if g is None else f"{g:g}" for g in got] + [f"{total:g}"]
         writer.writerow([names.get(sid, sid), "", sid, sid, "", *row])
     return len(ids)
 
@@ -813,6 +901,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("scores", help="the gradebook's scores of assignments")
     p.add_argument("assignment", nargs="+")
     p.add_argument("--csv", type=Path, help="write them as a CSV an LMS imports (Canvas)")
+    p = sub.add_parser("grade", help="the instructor's score for an answer graded by hand")
+    p.add_argument("assignment")
+    p.add_argument("student")
+    p.add_argument("grade_id")
+    p.add_argument("score", type=float)
+    p.add_argument("--comment")
     p = sub.add_parser("review", help="list cells of the submissions that reach for the grader")
     p.add_argument("assignment")
     args = parser.parse_args(argv)
@@ -863,6 +957,13 @@ def main(argv: list[str] | None = None) -> int:
             )
         _print_review(graded.review)
         args.command, args.assignment, args.csv = "scores", [args.assignment], None
+    elif args.command == "grade":
+        lesson = _lesson(args.assignment)
+        try:
+            grade_by_hand(lesson, args.student, args.grade_id, args.score, args.comment, course_dir)
+        except (ValueError, LookupError) as e:
+            raise SystemExit(f"coursework: {e}") from None
+        args.command, args.assignment, args.csv = "scores", [args.assignment], None
     elif args.command == "review":
         _print_review(review_submissions(_lesson(args.assignment), course_dir))
     if args.command == "scores":
@@ -875,11 +976,16 @@ def main(argv: list[str] | None = None) -> int:
         for lesson in lessons:
             late = penalties(lesson, course_dir)
             for student, grades in sorted(scores(lesson, course_dir).items()):
-                got = sum(s for s, _ in grades.values())
-                most = sum(m for _, m in grades.values())
-                lost = [k for k, (s, m) in grades.items() if s < m]
+                got, most, pending = _totals(grades)
+                lost = [k for k, (s, m) in grades.items() if s is not None and s < m]
+                waiting = [k for k, (s, _) in grades.items() if s is None]
                 penalty = late.get(student, 0.0)
                 shown = f"{max(got - penalty, 0):g}/{most:g}"
+                if pending:
+                    shown = (
+                        f"{max(got - penalty, 0):g}/{most - pending:g} autograded, "
+                        f"{pending:g} points to grade by hand ({', '.join(waiting)})"
+                    )
                 if penalty:
                     shown += f" (late: -{penalty:g} of {got:g})"
                 print(f"{student}: {shown}" + (f" (lost: {', '.join(lost)})" if lost else ""))

@@ -76,6 +76,15 @@ class SaveVerdicts(NbGraderPreprocessor):
                 grade = gb.find_grade(
                     grade_id, meta["notebook"], meta["assignment"], meta["student"]
                 )
+                if utils.is_solution(cell):
+                    # a manually graded answer (a written explanation): nbgrader's own rule, read
+                    # from the notebook, not the kernel: 0 if left as released, else no automatic
+                    # score and waiting for the instructor; a manual score given earlier stays
+                    grade.auto_score, _ = utils.determine_grade(cell)
+                    grade.needs_manual_grade = (
+                        grade.manual_score is not None or grade.auto_score is None
+                    )
+                    continue
                 exercise = checks.get(grade_id)
                 verdict = verdicts.get(exercise) if failure is None else None
                 if verdict is None:

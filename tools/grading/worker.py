@@ -31,6 +31,7 @@ def main(argv: list[str]) -> int:
     # told to stop (SIGTERM), and its kernel is shut down on the way out
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda *a: (_ for _ in ()).throw(SystemExit(143)))
+    _stop_with_parent()
     config = PyFileConfigLoader("nbgrader_config.py", path=str(course_dir)).load_config()
     config.CourseDirectory.root = str(course_dir)
     config.CourseDirectory.db_url = f"sqlite:///{course_dir / 'gradebook.db'}?timeout=60"
@@ -59,6 +60,17 @@ def main(argv: list[str]) -> int:
         out.write(json.dumps(answer) + "\n")
         out.flush()
     return 0
+
+
+def _stop_with_parent() -> None:
+    """SIGTERM this worker when the process that started it dies (Linux's PR_SET_PDEATHSIG), so
+    that a grading run killed outright leaves no worker grading on."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _cpu() -> float:
