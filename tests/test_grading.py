@@ -655,3 +655,44 @@ def test_transformers_is_refused_everywhere(monkeypatch, tmp_path):
     got, verdict = _judged("l9_ex3", tmp_path, monkeypatch, by_hand, borrowed, logits)
     assert any(c.startswith("transformers.") for c in got["calls"])
     assert not verdict.correct and "transformers." in verdict.message
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_a_rerun_grades_nobody_twice_and_keeps_every_grade(synthetic):
+    course = synthetic["course"]
+    before = cw.scores(LESSON, course)
+    out, err = io.StringIO(), io.StringIO()
+    known = cw._lesson
+    cw._lesson = lambda arg: LESSON if arg == "lesson99" else known(arg)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            assert cw.main(["--course-dir", str(course), "autograde", "lesson99"]) == 0
+    finally:
+        cw._lesson = known
+    students = len(before)
+    assert f"{students} submission(s) graded before and unchanged since" in err.getvalue(), err
+    assert "graded, " not in err.getvalue()  # no progress line: nobody was graded again
+    assert cw.scores(LESSON, course) == before
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_grading_csv_and_summary(synthetic):
+    import csv
+
+    course = synthetic["course"]
+    out = io.StringIO()
+    n = cw.write_csv([LESSON], course, out)
+    rows = list(csv.reader(io.StringIO(out.getvalue())))
+    header, possible, students = rows[0], rows[1], {r[2]: r for r in rows[2:]}
+    assert header[:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+    assert header[5:] == ["lesson99 s_ex1 (2)", "lesson99 l5_ex4 (2)", "lesson99 total"]
+    assert possible[0] == "Points Possible" and possible[5:] == ["2", "2", "4"]
+    assert n == len(students) == len(cw.scores(LESSON, course))
+    assert students["instructor"][5:] == ["2", "2", "4"]
+    assert students["warns"][5:] == ["2", "0", "2"] and students["blank"][5:] == ["0", "0", "0"]
+    rows = {check: (mean, full) for check, _, mean, full in cw.summary(LESSON, course)}
+    table = cw.scores(LESSON, course)
+    full_s1 = sum(g["s_ex1_check"][0] == 2 for g in table.values()) / len(table)
+    assert rows["s_ex1_check"][1] == pytest.approx(full_s1) and 0 < full_s1 < 1
