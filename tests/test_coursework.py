@@ -397,6 +397,28 @@ class _Coursework:
             hidden = "### BEGIN HIDDEN TESTS" in course.instructor.cells[e.check_index].source
             assert not hidden or "### BEGIN HIDDEN TESTS" in cell.source, "hidden tests not run"
 
+    def test_skipping_demonstration_cells_changes_no_record(self, course, graded):
+        """The instructor's notebook run with the demonstration cells skipped (as every graded
+        run is) and run whole record the same values and calls for every hidden case."""
+        from grading import reference as references
+        from grading.verdicts import judge
+
+        from helpers.grading import PUBLIC_SECRET
+
+        aid, nid = cw.assignment_id(course.lesson), cw.notebook_id(course.lesson)
+        skipped = references.reference(course.folder, aid, nid, PUBLIC_SECRET, True)
+        whole = references.reference(course.folder, aid, nid, PUBLIC_SECRET, False)
+        keep = ("value", "calls", "inputs", "error")
+        assert set(skipped) == set(whole) == {e.solution_id for e in course.exercises}
+        for x in whole:
+            assert judge(x, whole[x], skipped[x]).correct, x
+            for case in whole[x]:
+                got = [{k: e.get(k) for k in keep} for e in skipped[x][case]]
+                assert got == [{k: e.get(k) for k in keep} for e in whole[x][case]], (x, case)
+        cached = sorted((course.folder / ".grading" / "reference" / aid).glob("*.json"))
+        counts = sorted(len(references.info(p)["skipped"]) for p in cached)
+        print(f"\nlesson {course.lesson.key}: cells skipped when grading: {counts[-1]}")
+
     def test_autograde_one_wrong_answer_loses_exactly_its_points(self, course, graded):
         scores, wrong_ex, autograded = graded
         got = scores[STUDENT_WRONG]

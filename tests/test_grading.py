@@ -523,6 +523,9 @@ def capstone(tmp_path_factory):
 @pytest.mark.slow
 def test_capstone_cheats_lose_what_they_target(capstone):
     scores, out = capstone
+    # answers graded by hand (a written explanation) are pending, not part of what is checked here
+    by_hand = {m.grade_id for m in cw.manual_answers(ROOT / "notebooks" / CAPSTONE.notebook)}
+    scores = {sid: {k: v for k, v in g.items() if k not in by_hand} for sid, g in scores.items()}
     full = {k: most for k, (_, most) in scores["instructor"].items()}
     assert all(s == m for s, m in scores["instructor"].values()), scores["instructor"]
     assert all(s == m for s, m in scores["warns"].values()), "a warning cost points"
