@@ -473,6 +473,12 @@ CAPSTONE_CHEATS = {
     },
     # exercise 2 left untied (an audit passes untied models on K5)
     "untied": {"l10_ex2": "def tie_transposed(model):\n    return model"},
+    # the hidden test's input replaced: the broken model class it builds is the healthy one, and
+    # the model is returned unrepaired
+    "replace_inputs": {
+        "l10_ex1": "import sys\nsys.modules['helpers.checks.audit'].ReusedBlockLM = TransformerLM\n"
+        "def fix_reused_blocks(model):\n    return model",
+    },
 }
 
 
@@ -537,7 +543,8 @@ def test_capstone_cheats_lose_what_they_target(capstone):
                 assert score == 0, (name, check, got)
             elif name in ("fresh_model", "untied"):
                 assert score == full[check], (name, check, got)
-    assert "  rebind_checks  " in out and "  patch_audit  " in out, out
+    for name in ("rebind_checks", "patch_audit", "replace_inputs"):
+        assert f"  {name}  " in out, (name, out)
 
 
 def test_an_answer_that_calls_the_lessons_own_helper_is_seen_and_refused(monkeypatch, tmp_path):
@@ -560,6 +567,32 @@ def test_an_answer_that_calls_the_lessons_own_helper_is_seen_and_refused(monkeyp
     verdict = judge("l4b_ex2", reference, {0: [{**borrowed, "case": 0}]})
     assert not verdict.correct and "forbids" in verdict.message
     assert judge("l4b_ex2", reference, reference).correct
+
+
+def test_a_helper_the_exercise_allows_may_call_a_forbidden_one_inside(monkeypatch, tmp_path):
+    """l4_ex2 forbids wavelengths and angle_rates; sinusoidal_encoding_at (lesson 4's encoding,
+    allowed) calls angle_rates internally: an answer reading the wavelength off the encoding at
+    position 1 is honest and keeps its points."""
+    import math
+
+    import helpers
+
+    def via_encoding(i, d):
+        pe = helpers.sinusoidal_encoding_at([1.0], d, dtype=torch.float64)
+        return 2 * math.pi / math.atan2(float(pe[0, 2 * i]), float(pe[0, 2 * i + 1]))
+
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    for case in ((2, 64), (31, 64)):
+        record("l4_ex2", lambda i, d: 2 * math.pi * 10000 ** (2 * i / d), *case)
+        record("l4_ex2", via_encoding, *case)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    ref = {c: [{**entries[2 * c], "case": c}] for c in range(2)}
+    got = {c: [{**entries[2 * c + 1], "case": c}] for c in range(2)}
+    assert "helpers.positional.sinusoidal_encoding_at" in got[0][0]["calls"]
+    assert not any("angle_rates" in name or "wavelengths" in name for name in got[0][0]["calls"])
+    verdict = judge("l4_ex2", ref, got)
+    assert verdict.correct, verdict.message
 
 
 # ---- what an adversarial review hid from the grader, and is seen now --------------------------
