@@ -173,6 +173,9 @@ def run(
                         cell.outputs, cell.execution_count = [], None
                         continue
                     _alive(client, index)
+                    if _too_deep(cell.source):
+                        cell.outputs, cell.execution_count = [_TOO_DEEP], None
+                        continue
                     grade_id = _nbg(cell).get("grade_id")
                     if _nbg(cell).get("grade") and grade_id in hidden:
                         _run_check_cell(client, cell, index, hidden[grade_id], outcome)
@@ -187,6 +190,31 @@ def run(
         box.remove()
     outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+#: What a cell too deeply nested to compile gets instead of running (IPython lets the compiler's
+#: RecursionError escape its cell runner: the kernel never answers, and the run would wait for
+#: nbgrader's per-cell timeout). Python cannot run such a cell anyway.
+_TOO_DEEP = nbformat.v4.new_output(
+    "error",
+    ename="RecursionError",
+    evalue="this cell is nested too deeply for Python to compile it (not run)",
+    traceback=["RecursionError: this cell is nested too deeply for Python to compile it (not run)"],
+)
+
+
+def _too_deep(source: str) -> bool:
+    """Whether Python's compiler gives up on this cell (RecursionError, MemoryError)."""
+    import ast
+
+    code, _ = planner.python_source(source)
+    try:
+        ast.parse(code)
+    except (RecursionError, MemoryError):
+        return True
+    except (SyntaxError, ValueError):
+        return False  # the kernel says what is wrong, at once
+    return False
 
 
 def _no_blocking_send(client) -> None:
