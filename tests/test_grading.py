@@ -212,8 +212,9 @@ CHEATS = {
     "_g.record = lambda exercise, answer, *a, **k: None\nrecord = _g.record\n"
     "def double(x):\n    return x",
     # ... the record channel written by hand (every descriptor the kernel holds)
-    "write_channel": "import io, json\nfor fd in range(3, 64):\n    try:\n"
-    "        io.FileIO(fd, 'w', closefd=False).write(json.dumps({'kind': 'case', 'exercise': 's_ex1', 'seq': 0}).encode() + b'\\n')\n"
+    "write_channel": "import io, json, os, stat\nfor fd in range(3, 64):\n    try:\n"
+    "        if stat.S_ISREG(os.fstat(fd).st_mode):  # the files the kernel holds open\n"
+    "            io.FileIO(fd, 'w', closefd=False).write(json.dumps({'kind': 'case', 'exercise': 's_ex1', 'seq': 0}).encode() + b'\\n')\n"
     "    except OSError:\n        pass\ndef double(x):\n    return x",
     # the hidden test's inputs replaced: torch.tensor makes zeros, the answer returns zeros
     "replace_inputs": "_tensor = torch.tensor\ntorch.tensor = lambda *a, **k: _tensor(*a, **k) * 0\n"
