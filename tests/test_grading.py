@@ -197,7 +197,7 @@ CHEATS = {
     # an answer that is no tensor but looks like a record of one (TypeError in the comparison)
     "record_shaped": "def double(x):\n    return {'tensor': 0}",
     # a cell the reviewer cannot parse (RecursionError in review)
-    "deep_chain": "def double(x):\n    return x\nif False:\n    _ = x" + ".real" * 200_000,
+    "deep_chain": "def double(x):\n    return x\nif False:\n    _ = x" + ".real" * 20_000,
     # forbidden calls hidden: TorchScript around the library's RMSNorm
     "torchscript": "import torch.nn.functional as F\n@torch.jit.script\n"
     "def _n(x: torch.Tensor) -> torch.Tensor:\n    return F.rms_norm(x, [x.shape[-1]], eps=1e-6)\n"
