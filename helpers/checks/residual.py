@@ -5,7 +5,8 @@ finding by experiment which changes of its input a normalization ignores.
 Instant feedback only: the grade comes from hidden tests that record the answers on cases these
 checks never use (``helpers.grading``). Each check tests properties a right answer must have
 (each token's mean and variance, how gamma, beta and eps act; what a pre-norm block does when its
-sublayer is silent; a classification that follows the curves, not their order), prints ``✓ …``
+sublayer is silent; a classification by the relative signal of C5.6 that follows the
+curves, not their order), prints ``✓ …``
 when they hold and raises :class:`ExerciseFailed` naming the problem when they do not. No
 verdict shows an expected value.
 """
@@ -240,8 +241,19 @@ def check_post_norm_curve(which_curve_is_post_norm) -> None:
     first = _letter(ex, which_curve_is_post_norm, pre, post, "curve_a, curve_b")
     swapped = _letter(ex, which_curve_is_post_norm, post, pre, "curve_a, curve_b")
     if first == swapped:
+        both_fall = pre[-1] < pre[0] and post[-1] < post[0]
+        why = (
+            "In this pair both curves fall toward the last layers, post-norm's too (at this size "
+            "it rises for some models and falls for others), so a rule that asks of one curve "
+            "whether it rises, or that compares a curve with a fixed threshold, gives the same "
+            "letter either way. "
+            if both_fall
+            else ""
+        )
         fail(ex, f'given the same two curves in the other order your function still says '
-                 f'"{first}": the answer should follow the curves, not their order.')  # fmt: skip
+                 f'"{first}". {why}What C5.6 found robust compares the two curves: which one '
+                 f'falls much more from its first layer to its last, and which ends lower? '
+                 f'That curve is pre-norm\'s.')  # fmt: skip
     scaled = _letter(
         ex,
         which_curve_is_post_norm,
@@ -254,8 +266,9 @@ def check_post_norm_curve(which_curve_is_post_norm) -> None:
                  "curves' shapes and in how they compare, not in their units.")  # fmt: skip
     if first != "B":
         fail(ex, "on a pair of 6-block curves (another seed and width than the plot's) your "
-                 "function picked the pre-norm curve: reread C5.6, which placement's gradient "
-                 "falls toward the last layers?")  # fmt: skip
+                 "function picked the pre-norm curve, the one that falls much more from its first "
+                 "layer to its last and ends lower: that is pre-norm's signature in C5.6, so the "
+                 "other curve is post-norm's.")  # fmt: skip
     passed(ex, "your function told post-norm's curve from pre-norm's on a pair of its own, in "
                "either order (graded on hidden pairs: other seeds, widths and depths)")  # fmt: skip
 
