@@ -409,7 +409,7 @@ def test_grading_feedback_shows_no_hidden_test(synthetic):
     assert "✓ passed" in instructor.read_text(encoding="utf-8")  # the visible checks are shown
     for page in pages:
         html = page.read_text(encoding="utf-8")
-        for hidden in ("BEGIN HIDDEN", "record(", "[[1.0, 2.0, 3.0]", "1.5, -2.0, 0.25"):
+        for hidden in ("BEGIN HIDDEN", "record('s_ex1'", "record('l5_ex4'", "1.5, -2.0, 0.25"):
             assert hidden not in html, (page, hidden)
 
 
