@@ -188,3 +188,30 @@ def test_the_csv_leaves_a_pending_answer_empty(graded):
     col = header.index("lesson98 m_ex1_explain (3)")
     assert rows["instructor"][col] == "" and rows["blank"][col] == "0"
     assert rows["instructor"][header.index("lesson98 total")] == "2"
+
+
+def test_an_interrupted_run_resumes_without_grading_anyone_twice(graded):
+    """Ctrl-C right after the first student is graded (the progress line raises it), then the
+    same command again: the first student is not graded twice, the others are graded, and every
+    grade (the manual one too) is what it was."""
+    course, _, _ = graded
+
+    class CtrlC(io.StringIO):
+        def write(self, text):
+            super().write(text)
+            if " graded, " in text:
+                raise KeyboardInterrupt
+
+    before = cw.scores(LESSON, course)
+    shutil.rmtree(course / ".grading" / "state" / cw.assignment_id(LESSON))  # as never graded
+    known = cw._lesson
+    cw._lesson = lambda arg: LESSON if str(arg) in ("98", "lesson98") else known(arg)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cw.autograde(LESSON, course, progress=CtrlC())
+        again = cw.autograde(LESSON, course, progress=io.StringIO())
+    finally:
+        cw._lesson = known
+    assert len(again.up_to_date) == 1 and not again.failed
+    assert sorted([*again.up_to_date, *again.verdicts]) == ["blank", "honest", "instructor"]
+    assert cw.scores(LESSON, course) == before
