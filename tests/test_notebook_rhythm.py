@@ -66,6 +66,43 @@ def test_rhythm_sections_present(lesson):
     assert not missing, f"{lesson.notebook}: no heading for {missing}"
 
 
+#: Core lessons still longer than a sitting (a strict xfail: it fails once the lesson fits, so
+#: the entry must then go). Lesson 5: 139 estimated minutes (C5.6's profiles and C5.8 are to move
+#: to a "Going further" companion).
+TOO_LONG = {5}
+
+
+@pytest.mark.parametrize(
+    "lesson",
+    [
+        pytest.param(
+            x,
+            marks=pytest.mark.xfail(strict=True, reason="longer than a sitting: issue 25 open")
+            if x.number in TOO_LONG
+            else (),
+        )
+        for x in LESSONS
+    ],
+    ids=[f"lesson{l.key}" for l in LESSONS],
+)
+def test_core_path_fits_a_sitting(lesson):
+    """Issue "lessons a student can finish in a sitting": the core path, counted by
+    helpers.course.MINUTES, is at most about 90 minutes."""
+    minutes = estimated_minutes(NOTEBOOKS / lesson.notebook)
+    assert minutes["total"] <= CORE_MINUTES, (
+        f"{lesson.notebook}: about {minutes['total']:.0f} minutes for a student "
+        f"({minutes['words']} words, {minutes['code_cells']} code cells, "
+        f"{minutes['n_exercises']} exercises of {minutes['exercises']:g} min); the core path is "
+        f"about {CORE_MINUTES}: move what goes beyond the sheet to its Going further companion"
+    )
+
+
+@every
+def test_every_exercise_states_its_minutes(lesson):
+    """Every notebook, core and companion: each exercise carries its author's estimate."""
+    assert estimated_minutes(NOTEBOOKS / lesson.notebook)["n_exercises"] >= 1
+
+
 @further
 def test_going_further_companion_says_what_it_is(lesson):
     text = _headings(lesson)
