@@ -36,6 +36,11 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
+#: Lessons whose instructor records differ with and without skipping demonstration cells, while
+#: every verdict agrees (measured in CI: l7_ex2's calls, l8_ex2's values): skipping is therefore
+#: off by default (tools/grading/settings.py).
+SKIPPING_CHANGES_RECORDS = {"7", "8"}
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -411,11 +416,19 @@ class _Coursework:
         whole = references.reference(course.folder, aid, nid, PUBLIC_SECRET, False)
         keep = ("value", "calls", "inputs", "error")
         assert set(skipped) == set(whole) == {e.solution_id for e in course.exercises}
+        differ = []
         for x in whole:
             assert judge(x, whole[x], skipped[x]).correct, x
             for case in whole[x]:
                 got = [{k: e.get(k) for k in keep} for e in skipped[x][case]]
-                assert got == [{k: e.get(k) for k in keep} for e in whole[x][case]], (x, case)
+                if got != [{k: e.get(k) for k in keep} for e in whole[x][case]]:
+                    differ.append((x, case))
+        if course.lesson.key in SKIPPING_CHANGES_RECORDS:
+            # known: the records differ (skipping is off by default for that reason); fail once
+            # they agree, so that the entry goes
+            assert differ, f"lesson {course.lesson.key}: records now agree; remove it from the set"
+            pytest.xfail(f"skipping changes the records of {differ[:3]} (off by default)")
+        assert not differ, differ
         cached = sorted((course.folder / ".grading" / "reference" / aid).glob("*.json"))
         counts = sorted(len(references.info(p)["skipped"]) for p in cached)
         print(f"\nlesson {course.lesson.key}: cells skipped when grading: {counts[-1]}")
