@@ -41,6 +41,7 @@ __all__ = [
     "load_results",
     "timed",
     "agrees_within_spread",
+    "experiment_command",
 ]
 
 #: Where shipped results live: ``helpers/data`` (package data, installed with the course).
@@ -242,3 +243,24 @@ def agrees_within_spread(
         f"spread {spread:.3g}: {'agrees' if ok else 'outside'} [{lo - spread:.6g}, {hi + spread:.6g}]"
     )
     return ok, sentence
+
+
+#: A tool's options that only say where its outputs go or its inputs come from.
+OUTPUT_OPTIONS = frozenset(
+    {"--raw", "--from-raw", "--aa-from-raw", "--doc", "--data-dir", "--figure"}
+)
+
+
+def experiment_command(tool: str, argv: Sequence[str]) -> str:
+    """The command that ran a shipped experiment, for its page: ``python TOOL ARGS`` without the
+    options of ``OUTPUT_OPTIONS`` (each with its value) and ``--no-doc``, so that no path of the
+    machine that ran it ends up in the page (used by tools/side_by_side.py, tools/warmup_sweep.py)."""
+    kept, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in OUTPUT_OPTIONS:
+            skip = True
+        elif a != "--no-doc":
+            kept.append(a)
+    return " ".join(["python", tool, *kept])

@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # helpers, when run from a checkout without installing
 
 from helpers.pretrain import LESSON_CONFIG, Corpus  # noqa: E402
+from helpers.shipped import experiment_command  # noqa: E402
 from helpers.side_by_side import (  # noqa: E402
     FACTORS,
     SIDE_BY_SIDE_DATA,
@@ -149,7 +150,9 @@ bigram {b["bigram"]:.3f}). Differences are the row's loss minus its factor's fir
 
 def _write(grid: SideBySide, args, argv) -> None:
     data = save_side_by_side(grid, folder=args.data_dir)
-    command = _command("tools/side_by_side.py", argv if argv is not None else sys.argv[1:])
+    command = experiment_command(
+        "tools/side_by_side.py", argv if argv is not None else sys.argv[1:]
+    )
     if args.doc is not None:
         figure = args.doc.with_name("side_by_side.png") if args.figure is None else args.figure
         _figure(grid, figure)
@@ -158,23 +161,6 @@ def _write(grid: SideBySide, args, argv) -> None:
     print("\n".join(grid.lines()))
     print(rule_summary(grid))
     print(f"wrote {data.name} in {grid.seconds:.0f} s ({grid.cpu_seconds:.0f} s CPU)")
-
-
-_OUTPUT_ONLY = {"--raw", "--from-raw", "--aa-from-raw", "--doc", "--data-dir", "--figure"}
-
-
-def _command(tool: str, argv: list[str]) -> str:
-    """The command that ran the experiment: its arguments without those that only say where
-    outputs go or come from (no paths of the machine end up in the page)."""
-    kept, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in _OUTPUT_ONLY:
-            skip = True
-        elif a != "--no-doc":
-            kept.append(a)
-    return " ".join(["python", tool, *kept])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # helpers, when run from a checkout without installing
 
 from helpers.paired import null_rate  # noqa: E402
+from helpers.shipped import experiment_command  # noqa: E402
 from helpers.warmup import (  # noqa: E402
     SWEEP,
     SWEEP_COMPARISONS,
@@ -117,23 +118,6 @@ on the held-out text: {sweep.unigram:.3f} nats (uniform: {sweep.uniform:.3f}).
 {LITERATURE}"""
 
 
-_OUTPUT_ONLY = {"--raw", "--from-raw", "--aa-from-raw", "--doc", "--data-dir", "--figure"}
-
-
-def _command(tool: str, argv: list[str]) -> str:
-    """The command that ran the experiment: its arguments without those that only say where
-    outputs go or come from (no paths of the machine end up in the page)."""
-    kept, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a in _OUTPUT_ONLY:
-            skip = True
-        elif a != "--no-doc":
-            kept.append(a)
-    return " ".join(["python", tool, *kept])
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -162,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.raw is not None:
             args.raw.write_text(json.dumps(sweep.to_dict()))
     data = save_warmup_sweep(sweep, folder=args.data_dir)
-    command = _command("tools/warmup_sweep.py", argv if argv is not None else sys.argv[1:])
+    command = experiment_command(
+        "tools/warmup_sweep.py", argv if argv is not None else sys.argv[1:]
+    )
     if args.doc is not None:
         figure = args.doc.with_name("warmup_sweep.png")
         _figure(sweep, figure)
