@@ -501,3 +501,25 @@ def absolute_inside_gpt(how: str = "qk", ctx: int = 64, **kw) -> TinyGPT:
         model.wpe.weight.zero_()
     model.wpe.weight.requires_grad_(False)
     return model
+
+
+def explorer_model():
+    """The small model and tokenizer the explorer tests give lesson 9's generation explorer:
+    a 1-block TransformerLM (d_model 16, 2 heads, context 16) in float64, seed 0."""
+    from helpers import TransformerLM
+    from helpers.text import CharTokenizer
+
+    tokenizer = CharTokenizer("abcdefghij klmnop:\n")
+    torch.manual_seed(0)
+    return TransformerLM(tokenizer.vocab_size, 16, 1, 2, max_len=16).double(), tokenizer
+
+
+def small_explorer(name: str):
+    """An explorer of helpers.widgets by name, at its defaults (the generation explorer on
+    ``explorer_model()`` with the prompt "abc")."""
+    from helpers import widgets
+
+    if name == "generation_explorer":
+        model, tokenizer = explorer_model()
+        return widgets.generation_explorer(model, tokenizer, prompt="abc")
+    return getattr(widgets, name)()

@@ -11,6 +11,7 @@ import torch
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from _models import explorer_model, small_explorer  # noqa: E402  (tests/ is on sys.path)
 
 from helpers import widgets  # noqa: E402
 from helpers.figures import check_description, description_of  # noqa: E402
@@ -36,16 +37,7 @@ EXPLORERS = {
 def explorers():
     made = {}
     for name in EXPLORERS:
-        if name == "generation_explorer":
-            from helpers import TransformerLM
-            from helpers.training import CharTokenizer
-
-            tok = CharTokenizer("abcdefghij klmnop:\n")
-            torch.manual_seed(0)
-            model = TransformerLM(tok.vocab_size, 16, 1, 2, max_len=16).double()
-            made[name] = widgets.generation_explorer(model, tok, prompt="abc")
-        else:
-            made[name] = getattr(widgets, name)()
+        made[name] = small_explorer(name)
     yield made
     for e in made.values():
         e.close()
@@ -148,14 +140,10 @@ def test_C6_2_shape_diagram_description_reads_the_shapes():
 def test_C9_2_streamed_text_is_the_text_generate_text_writes_in_one_call():
     """The explorer writes its text in chunks (shown as it grows); the generator carries on, so
     it is exactly the text of one generate_text call with the same seed."""
-    from helpers import TransformerLM
     from helpers.generation import generate_text
-    from helpers.training import CharTokenizer
     from helpers.widgets.generation import CHUNK, FIRST_CHUNK, N_NEW
 
-    tok = CharTokenizer("abcdefghij klmnop:\n")
-    torch.manual_seed(0)
-    model = TransformerLM(tok.vocab_size, 16, 1, 2, max_len=16).double()
+    model, tok = explorer_model()
     e = widgets.generation_explorer(model, tok, prompt="abc")
     shown = []
     e.info.observe(lambda change: shown.append(change["new"]), names="value")

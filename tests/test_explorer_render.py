@@ -10,12 +10,11 @@ import io
 import matplotlib
 import matplotlib.text as mtext
 import pytest
-import torch
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from _models import small_explorer  # noqa: E402  (tests/ is on sys.path)
 
-from helpers import widgets  # noqa: E402
 from helpers.widgets._base import LAYOUT_CACHE_SIZE, _cached_text_layout  # noqa: E402
 
 NAMES = [
@@ -29,15 +28,7 @@ NAMES = [
 
 
 def _make(name):
-    if name == "generation_explorer":
-        from helpers import TransformerLM
-        from helpers.text import CharTokenizer
-
-        tok = CharTokenizer("abcdefghij klmnop:\n")
-        torch.manual_seed(0)
-        model = TransformerLM(tok.vocab_size, 16, 1, 2, max_len=16).double()
-        return widgets.generation_explorer(model, tok, prompt="abc")
-    return getattr(widgets, name)()
+    return small_explorer(name)
 
 
 def _plain_png(explorer) -> bytes:

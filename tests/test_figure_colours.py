@@ -24,6 +24,7 @@ import torch
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from _models import small_explorer  # noqa: E402  (tests/ is on sys.path)
 from colorspacious import cspace_convert  # noqa: E402
 from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
@@ -206,20 +207,9 @@ EXPLORERS = [
 
 
 def _explorer_figure(name):
-    from helpers import widgets
-
+    e = small_explorer(name)
     if name == "generation_explorer":
-        from helpers import TransformerLM
-        from helpers.training import CharTokenizer
-
-        tok = CharTokenizer("abcdefghij klmnop:\n")
-        torch.manual_seed(0)
-        e = widgets.generation_explorer(
-            TransformerLM(tok.vocab_size, 16, 1, 2, max_len=16).double(), tok, prompt="abc"
-        )
         e.controls["top_k"].value = 4  # kept and dropped bars both shown
-    else:
-        e = getattr(widgets, name)()
     if name == "norm_explorer":
         e.controls["depth"].value = 4  # the grey 'previous' curve is drawn too
     return e

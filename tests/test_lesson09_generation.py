@@ -9,6 +9,7 @@ import warnings
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from _models import explorer_model  # tests/ is on sys.path (no __init__.py)
 
 from helpers import TransformerLM, generate, generate_text, next_token_probs
 from helpers.generation import _cached_logits
@@ -377,10 +378,7 @@ def test_no_figure_is_left_open_by_generation():
 
 
 def _explorer_model():
-    tokenizer = CharTokenizer("abcdefghij klmnop:\n")
-    torch.manual_seed(0)
-    model = TransformerLM(tokenizer.vocab_size, 16, 1, 2, max_len=16).double()
-    return model, tokenizer
+    return explorer_model()
 
 
 def _bars(explorer):
