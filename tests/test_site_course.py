@@ -365,6 +365,9 @@ def _axe(browsing: Browsing, tab, path: str) -> None:
     for scheme in ("light", "dark"):
         tab.emulate_media(color_scheme=scheme)
         tab.wait_for_function(f"() => document.documentElement.dataset.theme === '{scheme}'")
+        # the theme's colours change through CSS transitions ("transition: all"): axe scanning
+        # mid-transition measures colours no reader settles on, so wait for them to finish
+        tab.evaluate("() => Promise.all(document.getAnimations().map(a => a.finished))")
         violations = Axe().run(tab).response["violations"]
         counts: dict[str, int] = {}
         for v in violations:
