@@ -34,11 +34,16 @@ def no_open_figures():
 # before; a notebook's nbval cells are one group (they share one kernel). Tests that share nothing
 # costly are their own groups, so they can run on both workers at once: each lesson of the
 # browser run (test_browser.py builds one JupyterLab and one Chromium per worker that runs any of
-# them) and each notebook of the portable run; a test file may group some of its tests itself
+# them), each notebook of the portable run and each test of the reading site (test_site_course.py
+# builds the site once per run for every worker; one Chromium per worker); a test file may group some of its tests itself
 # (pytest.mark.xdist_group: the browser harness self-tests share one run). Groups start longest first (LONGEST_FIRST, from
 # benchmarks/suite_cpu.py's per-test CPU seconds), then the rest in collection order, so that no
 # long group starts last while the other worker has nothing left to do.
-SPREAD = ("tests/test_browser.py::", "tests/test_portable_outputs.py::")
+SPREAD = (
+    "tests/test_browser.py::",
+    "tests/test_portable_outputs.py::",
+    "tests/test_site_course.py::",
+)
 LONGEST_FIRST = (
     "tests/test_coursework.py::TestLesson09",
     "tests/test_classroom.py",

@@ -1,7 +1,9 @@
 """The course's reading site: every notebook's page, built offline, read in Chromium offline.
 
-The site of ``helpers.course.NOTEBOOKS`` is built once for the module (the README's command's
-function, warnings as errors, a JupyterHub address set so that its launch links are there too):
+The site of ``helpers.course.NOTEBOOKS`` is built once per test run (the README's command's
+function, warnings as errors, a JupyterHub address set so that its launch links are there too),
+and every pytest-xdist worker reads that one build: each test is a group of its own
+(tests/conftest.py), so the pages' Chromium runs spread over the workers:
 
 * each page shows every stored text output of its notebook (what nbval compares), every figure
   with the notebook's description as its ``alt``, and no line of any solution or hidden test;
@@ -19,10 +21,12 @@ How the build itself behaves, on a fixture course: tests/test_site.py.
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import functools
 import html
 import http.server
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -41,6 +45,7 @@ ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 HUB = "https://hub.example.edu"  # a JupyterHub address for the launch links (never contacted)
 STEP_TIMEOUT_MS = 120_000  # opening a page, typesetting its math: generous on a loaded machine
+AXE_COUNTS = "site_axe.json"  # in ARTIFACTS: axe's counts per page and colour scheme
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,11 +60,26 @@ def _page_id(page) -> str:
     return Path(page.notebook).stem
 
 
-@pytest.fixture(scope="module")
+def _run_folder(tmp_path_factory) -> Path:
+    """A folder of this test run that every pytest-xdist worker shares (the controller's base
+    temporary folder; without xdist, the session's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
 def course_site(tmp_path_factory):
-    out = tmp_path_factory.mktemp("course-site") / "html"
-    settings = build_site.Settings(jupyterhub_url=HUB)
-    build_site.build(out, settings)
+    """The site, built once per run: the first worker to take the lock builds it (and starts a
+    fresh ``site_axe.json``), every other one waits for it and reads the same pages."""
+    shared = _run_folder(tmp_path_factory) / "course-site"
+    shared.mkdir(exist_ok=True)
+    out = shared / "html"
+    with open(shared / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "built").exists():
+            (ARTIFACTS / AXE_COUNTS).unlink(missing_ok=True)
+            build_site.build(out, build_site.Settings(jupyterhub_url=HUB))
+            (shared / "built").write_text("")
     return out
 
 
@@ -208,7 +228,6 @@ class Browsing:
     base: str  # http://127.0.0.1:PORT/
     page: object  # a playwright Page
     refused: list  # every request the page made to another address (all refused)
-    axe: dict  # page -> {impact: count}
 
 
 @pytest.fixture(scope="module")
@@ -221,7 +240,6 @@ def browsing(course_site):
     base = f"http://127.0.0.1:{server.server_address[1]}/"
     refused: list[str] = []
     ARTIFACTS.mkdir(exist_ok=True)
-    counts: dict = {}
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -237,14 +255,23 @@ def browsing(course_site):
                         r.abort()
 
                 page.route("**/*", route)
-                yield Browsing(base, page, refused, counts)
+                yield Browsing(base, page, refused)
             finally:
                 browser.close()
     finally:
         server.shutdown()
         server.server_close()
-        if counts:
-            (ARTIFACTS / "site_axe.json").write_text(json.dumps(counts, indent=1, sort_keys=True))
+
+
+def _record_axe_counts(course_site: Path, path: str, counts: dict) -> None:
+    """Add one page's counts to ``test-artifacts/site_axe.json``: each page's test may run on
+    another worker, so the file is read and written under the site's lock."""
+    with open(course_site.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        file = ARTIFACTS / AXE_COUNTS
+        every = json.loads(file.read_text()) if file.exists() else {}
+        every[path] = counts
+        file.write_text(json.dumps(every, indent=1, sort_keys=True))
 
 
 def _open(browsing: Browsing, path: str):
@@ -352,16 +379,16 @@ def test_site_lesson_page_reads_right_in_chromium_and_passes_axe(browsing, cours
     assert download, "no download link for the notebook"
     assert tab.request.get(download[0]).status == 200
     tab.screenshot(path=str(ARTIFACTS / f"site_{_page_id(page)}.png"))
-    _axe(browsing, tab, f"{page.docname}.html")
+    _axe(browsing, course_site, tab, f"{page.docname}.html")
     assert not browsing.refused, f"the page asked another address: {browsing.refused[:3]}"
 
 
-def _axe(browsing: Browsing, tab, path: str) -> None:
+def _axe(browsing: Browsing, course_site: Path, tab, path: str) -> None:
     """Axe scans of the page in the theme's light and dark modes (the reader's system setting
     picks one): no serious or critical violation in either; the counts are recorded."""
     from axe_playwright_python.sync_playwright import Axe
 
-    bad = []
+    bad, recorded = [], {}
     for scheme in ("light", "dark"):
         tab.emulate_media(color_scheme=scheme)
         tab.wait_for_function(f"() => document.documentElement.dataset.theme === '{scheme}'")
@@ -373,13 +400,14 @@ def _axe(browsing: Browsing, tab, path: str) -> None:
         for v in violations:
             counts[v["impact"]] = counts.get(v["impact"], 0) + len(v["nodes"])
         rules = sorted({v["id"] for v in violations})
-        browsing.axe.setdefault(path, {})[scheme] = {"counts": counts, "rules": rules}
+        recorded[scheme] = {"counts": counts, "rules": rules}
         bad += [
             (scheme, v["id"], v["impact"], [n["target"] for n in v["nodes"]][:3])
             for v in violations
             if v["impact"] in ("serious", "critical")
         ]
     tab.emulate_media(color_scheme="light")
+    _record_axe_counts(course_site, path, recorded)
     assert not bad, f"{path}: axe finds {bad}"
 
 
@@ -388,7 +416,7 @@ def _axe(browsing: Browsing, tab, path: str) -> None:
 def test_site_home_and_search_pages_pass_axe_and_link_right(browsing, course_site, path):
     """The pages that are not lessons (each lesson page is scanned by the test above)."""
     tab = _open(browsing, path)
-    _axe(browsing, tab, path)
+    _axe(browsing, course_site, tab, path)
     if path == "index.html":
         hrefs = tab.evaluate("() => [...document.querySelectorAll('a[href]')].map(a => a.href)")
         lessons = {f"{browsing.base}{p.docname}.html" for p in COURSE_PAGES}
