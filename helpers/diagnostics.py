@@ -2,6 +2,9 @@
 
 gradient_norms:    ||dL/dW2_l|| per block l (the feed-forward output weight)
 activation_scales: sqrt(mean(h_l^2)) per layer
+init_profile:      both, for a fresh model at initialization (C5.6)
+load_init_profiles: C5.6's gradient curves over 5 seeds and 3 depths, shipped as data
+                   (tools/init_profiles.py writes helpers/data/init_profiles.json)
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ __all__ = [
     "SCALE_SITES",
     "LayerProfile",
     "init_profile",
+    "PROFILES",
+    "InitProfiles",
+    "init_profiles",
+    "save_init_profiles",
+    "load_init_profiles",
 ]
 
 
@@ -266,3 +274,136 @@ def init_profile(
         scales.append(activation_scales(model, tokens[:, :-1]))
     mean = lambda rows: [sum(col) / len(col) for col in zip(*rows, strict=True)]  # noqa: E731
     return LayerProfile(mean(grads), mean(scales))
+
+
+# -- C5.6 shipped with the course (helpers.shipped): what tools/init_profiles.py writes ----------
+#: The declared experiment: init_profile's defaults (d_model 128, 4 heads, vocabulary 1000,
+#: 16 sequences of 64 + 1 random tokens), float64, seeds 0-4, stacks of 3, 6 and 12 blocks,
+#: pre-norm and post-norm; one gradient curve per (norm, depth, seed).
+PROFILES = dict(
+    seeds=(0, 1, 2, 3, 4), depths=(3, 6, 12), d_model=128, vocab_size=1000, batch=16, n=64,
+    n_heads=4,
+)  # fmt: skip
+#: The name of the shipped file: ``helpers/data/init_profiles.json``.
+INIT_PROFILES_DATA = "init_profiles"
+PROFILES_SETTINGS_SCHEMA = {
+    "seeds": [int],
+    "depths": [int],
+    "d_model": int,
+    "vocab_size": int,
+    "batch": int,
+    "n": int,
+    "n_heads": int,
+    "dtype": str,
+}
+#: ``gradients[norm][str(depth)]``: one curve per seed (in the order of ``seeds``), layer 1 first.
+PROFILES_RESULTS_SCHEMA = {"gradients": {str: {str: [[float]]}}}
+
+
+class InitProfiles(NamedTuple):
+    """C5.6's gradient curves at initialization, one per norm placement, depth and seed."""
+
+    settings: dict
+    gradients: dict  # {"pre"|"post": {"3": [[float] per seed], ...}}
+    seconds: float = 0.0
+    cpu_seconds: float = 0.0
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.settings["seeds"])
+
+    @property
+    def depths(self) -> list[int]:
+        return list(self.settings["depths"])
+
+    def curves(self, norm: str, depth: int) -> list[list[float]]:
+        """One gradient curve per seed (``||dL/dW2_l||``, layer 1 first) of ``norm`` at ``depth``."""
+        check.choice("norm", norm, ("pre", "post"))
+        if depth not in self.depths:
+            raise ValueError(
+                f"depth must be one of the shipped depths {self.depths}, got {depth!r}"
+            )
+        return [list(c) for c in self.gradients[norm][str(depth)]]
+
+    def mean(self, norm: str, depth: int) -> list[float]:
+        """The mean over the seeds of :meth:`curves`, layer by layer."""
+        rows = self.curves(norm, depth)
+        return [sum(col) / len(col) for col in zip(*rows, strict=True)]
+
+
+def init_profiles(seeds=PROFILES["seeds"], depths=PROFILES["depths"]) -> InitProfiles:
+    """Lesson 5 (C5.6). Run the declared experiment :data:`PROFILES` (or fewer ``seeds`` and
+    ``depths``: a reduced rerun): for each norm placement, depth and seed,
+    ``init_profile(norm, depth, seeds=(seed,), dtype=torch.float64).gradients`` with the other
+    settings of :data:`PROFILES`; one CPU thread. The results are the same on every machine to
+    about 1e-12 (float64 throughout)."""
+    import time
+
+    from .reproducible import one_thread
+
+    seeds = tuple(check.positive_int("seeds[...]", s, minimum=0) for s in seeds)
+    depths = tuple(check.positive_int("depths[...]", d) for d in depths)
+    if not seeds or not depths:
+        raise ValueError(f"seeds and depths must each name at least one, got {seeds}, {depths}")
+    kw = {k: PROFILES[k] for k in ("d_model", "vocab_size", "batch", "n", "n_heads")}
+    wall, cpu = time.perf_counter(), time.process_time()
+    with one_thread():
+        gradients = {
+            norm: {
+                str(depth): [
+                    init_profile(norm, depth, seeds=(s,), dtype=torch.float64, **kw).gradients
+                    for s in seeds
+                ]
+                for depth in depths
+            }
+            for norm in ("pre", "post")
+        }
+    settings = {"seeds": list(seeds), "depths": list(depths), **kw, "dtype": "float64"}
+    return InitProfiles(settings, gradients, time.perf_counter() - wall, time.process_time() - cpu)
+
+
+def save_init_profiles(profiles: InitProfiles, folder=None):
+    """Lesson 5 (C5.6). Write ``profiles`` as ``init_profiles.json`` (default folder
+    ``helpers/data``; :func:`helpers.shipped.write_results`). Returns the path written."""
+    from .shipped import write_results
+
+    if not isinstance(profiles, InitProfiles):
+        raise TypeError(f"profiles must be an InitProfiles, got {type(profiles).__name__}")
+    return write_results(
+        INIT_PROFILES_DATA,
+        tool="tools/init_profiles.py",
+        settings=profiles.settings,
+        results={"gradients": profiles.gradients},
+        settings_schema=PROFILES_SETTINGS_SCHEMA,
+        results_schema=PROFILES_RESULTS_SCHEMA,
+        seconds=profiles.seconds,
+        cpu_seconds=profiles.cpu_seconds,
+        folder=folder,
+    )
+
+
+def load_init_profiles(folder=None) -> InitProfiles:
+    """Lesson 5 (C5.6). The gradient curves that ship with the course
+    (``helpers/data/init_profiles.json``, written by ``tools/init_profiles.py`` with
+    :data:`PROFILES`), checked against their schemas: ``.curves(norm, depth)``, ``.mean(...)``."""
+    from .shipped import load_results
+
+    shipped = load_results(
+        INIT_PROFILES_DATA, PROFILES_SETTINGS_SCHEMA, PROFILES_RESULTS_SCHEMA, folder
+    )
+    profiles = InitProfiles(
+        shipped.settings, shipped.results["gradients"], shipped.seconds, shipped.cpu_seconds
+    )
+    for norm in ("pre", "post"):
+        for depth in profiles.depths:
+            rows = profiles.gradients.get(norm, {}).get(str(depth))
+            if (
+                rows is None
+                or len(rows) != len(profiles.seeds)
+                or any(len(r) != depth for r in rows)
+            ):
+                raise ValueError(
+                    f"helpers/data/init_profiles.json: gradients[{norm!r}][{str(depth)!r}] must "
+                    f"hold one curve of {depth} layers per seed; rerun tools/init_profiles.py"
+                )
+    return profiles
