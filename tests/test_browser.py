@@ -1,9 +1,10 @@
 """The lessons as a student sees them: JupyterLab in a real browser (headless Chromium).
 
 nbval proves the kernel side; this proves the page. One JupyterLab server (loopback, free port,
-random token, the repository root as root dir) and one Chromium for the whole module; both are
-stopped at the end whatever happened. For each notebook of ``helpers.course.NOTEBOOKS`` (every
-lesson and its "Going further" companion) that exists, in JupyterLab:
+random token, the repository root as root dir) and one Chromium per pytest-xdist worker that runs
+any of these tests, kept for the worker's whole session; both are stopped at the end whatever
+happened. For each notebook of ``helpers.course.NOTEBOOKS`` (every lesson and its "Going
+further" companion) that exists, in JupyterLab:
 
 1. open it, clear the stored outputs (Edit > Clear Outputs of All Cells), Run > Run All Cells,
    wait until the kernel is idle;
@@ -30,10 +31,13 @@ lesson and its "Going further" companion) that exists, in JupyterLab:
    without a browser when this run does not).
 9. axe (``axe-playwright-python``, axe-core 4.12) finds no serious or critical violation inside
    the notebook's output areas (the course's stored figures when the notebook opens; the fresh
-   figures and the explorer's controls after Run All); every violation elsewhere on the page is
-   JupyterLab's own and must be one of the rules recorded in ``tests/axe_jupyterlab_baseline.json``
-   (a new one fails, so the baseline is kept, not hidden). Counts go to
-   ``test-artifacts/axe_<notebook name>.json``.
+   figures and the explorer's controls after Run All; the moved explorer's cell after the move);
+   every violation elsewhere on the page is JupyterLab's own and must be one of the rules
+   recorded in ``tests/axe_jupyterlab_baseline.json`` (a new one fails, so the baseline is kept,
+   not hidden). One scan per page state: the whole page after Run All; when the notebook opens,
+   only its output areas (JupyterLab's page around them is the same one the after-run scan
+   covers); after the move, only the moved explorer's cell (the rest of the page is as it was
+   after Run All). Counts go to ``test-artifacts/axe_<notebook name>.json``.
 
 A screenshot of each lesson is saved to ``test-artifacts/browser_<notebook name>.png``. A
 self-test runs the same checks on two small generated notebooks, one that must pass and one with
@@ -189,7 +193,10 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="module")
+# JupyterLab and Chromium live for the worker's whole session: each lesson is a group of its own
+# (tests/conftest.py), and a worker's lessons come between other modules' groups, where a module
+# fixture would stop and start both again for every lesson.
+@pytest.fixture(scope="session")
 def lab():
     ARTIFACTS.mkdir(exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="lab-browser-test-"))
@@ -248,7 +255,7 @@ def lab():
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser(lab):
     with sync_playwright() as p:
         chromium = p.chromium.launch(
@@ -392,25 +399,33 @@ class LabRun:
     axe: dict | None = None
 
 
-def axe_scan(page) -> dict:
-    """axe on the whole page, split into the output areas' violations (ours) and the rest
-    (JupyterLab's): ``{"ours": {rule: [impact, nodes]}, "jupyterlab": {...}}``."""
+#: A marker put on the cells an explorer-moved scan covers (a data attribute: no axe rule reads it).
+AXE_SCOPE = "data-course-axe-scope"
+
+
+def axe_scan(page, context: str | None = None) -> dict:
+    """axe on the page (``context``: only the elements matching that selector, and what they
+    hold), split into the output areas' violations (ours) and the rest (JupyterLab's):
+    ``{"ours": {rule: [impact, nodes]}, "jupyterlab": {...}}``."""
     if Axe is None:
         pytest.skip("axe-playwright-python is not installed")
-    violations = Axe().run(page).response["violations"]
     split = {"ours": {}, "jupyterlab": {}}
-    for v in violations:
-        for node in v["nodes"]:
-            inside = page.evaluate(
-                "([sel, out]) => { const e = document.querySelector(sel);"
-                " return !!(e && e.closest(out)); }",
-                [node["target"][0] if isinstance(node["target"][0], str) else "", OUTPUTS],
-            )
-            side = split["ours" if inside else "jupyterlab"]
-            entry = side.setdefault(v["id"], [v["impact"], 0, []])
-            entry[1] += 1
-            if len(entry[2]) < 3:
-                entry[2].append(str(node["target"])[:160])
+    if context is not None and not page.locator(context).count():
+        return split  # nothing to scan (axe refuses a context that matches no element)
+    violations = Axe().run(page, context=context).response["violations"]
+    nodes = [(v, node) for v in violations for node in v["nodes"]]
+    # where each node is, in one round trip to the page
+    inside = page.evaluate(
+        "([sels, out]) => sels.map((sel) => { const e = document.querySelector(sel);"
+        " return !!(e && e.closest(out)); })",
+        [[n["target"][0] if isinstance(n["target"][0], str) else "" for _, n in nodes], OUTPUTS],
+    )
+    for (v, node), ours in zip(nodes, inside, strict=True):
+        side = split["ours" if ours else "jupyterlab"]
+        entry = side.setdefault(v["id"], [v["impact"], 0, []])
+        entry[1] += 1
+        if len(entry[2]) < 3:
+            entry[2].append(str(node["target"])[:160])
     return split
 
 
@@ -536,9 +551,11 @@ def run_in_lab(
             f"JupyterLab shows {len(dom)} cells, the file has {len(source)}"
         )
 
-        # 8. the stored outputs (the course's figures as committed) in axe's eyes
+        # 9. the stored outputs (the course's figures as committed) in axe's eyes: the output
+        # areas only; JupyterLab's own page around them (the same cells, menus and toolbars) is
+        # scanned whole after Run All
         page.wait_for_timeout(500)
-        axe_report = {"stored": axe_scan(page)}
+        axe_report = {"stored": axe_scan(page, f"{NOTEBOOK} {OUTPUTS}")}
         check_axe(axe_report["stored"], "stored outputs")
 
         _menu(page, "Edit", "Clear Outputs of All Cells")
@@ -616,12 +633,18 @@ def run_in_lab(
         if explorer is not None:
             ex_idx = [i for i in code_idx if f"{explorer}(" in "".join(source[i]["source"])]
             assert ex_idx, f"no cell calls {explorer}()"
-            moves = [
-                _move_explorer(page, page.locator(f"{NOTEBOOK} .jp-Cell").nth(i))
+            moved = [
+                page.locator(f"{NOTEBOOK} .jp-Cell").nth(i)
                 for i in (ex_idx if every_explorer else ex_idx[:1])
             ]
+            moves = [_move_explorer(page, cell) for cell in moved]
             control_name, image_before, image_after = moves[0]
-            axe_report["explorer moved"] = axe_scan(page)
+            # the page after the move differs from the one scanned after Run All in the moved
+            # explorers' cells: those cells are scanned again (their outputs and JupyterLab's
+            # parts of them)
+            for cell in moved:
+                cell.evaluate(f"c => c.setAttribute('{AXE_SCOPE}', '')")
+            axe_report["explorer moved"] = axe_scan(page, f"[{AXE_SCOPE}]")
             check_axe(axe_report["explorer moved"], "after moving the explorer")
         return LabRun(
             seconds, _cells(page), image_before, image_after, control_name, live, moves, axe_report
