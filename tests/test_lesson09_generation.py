@@ -1128,3 +1128,59 @@ def test_C9_2_the_shipped_model_writes_the_same_text_with_and_without_the_cache(
             writer, prompt, 110, temperature, top_k, torch.Generator().manual_seed(seed), context
         )
         assert torch.equal(got, want), (seed, temperature, top_k)
+
+
+# hidden cases: their seeds come from helpers.grading.hidden_seed
+
+
+def _hidden_inputs(grade_id, namespace, tmp_path, monkeypatch, seed_shift=None):
+    """The inputs' fingerprints the hidden block of ``grade_id``'s check cell records; with
+    ``seed_shift``, as a grader with a secret would run it (``hidden_seed`` returning another
+    seed than the notebook's default)."""
+    import json
+
+    import helpers.grading as grading
+
+    hidden = _exercise_cells()[f"{grade_id}_check"].source
+    hidden = hidden.split("### BEGIN HIDDEN TESTS")[1].split("### END HIDDEN TESTS")[0]
+    log = tmp_path / f"{grade_id}-{len(list(tmp_path.iterdir()))}.jsonl"
+    asked = []
+    with monkeypatch.context() as m:  # undone on return: the next run starts from the default
+        m.setenv("HELPERS_GRADING_LOG", str(log))
+        m.setattr(grading, "_cases", {})
+        if seed_shift is not None:
+
+            def secret_seed(exercise, default):
+                asked.append((exercise, default))
+                return default + seed_shift
+
+            m.setattr(grading, "hidden_seed", secret_seed)
+        exec(compile(hidden, grade_id, "exec"), {"torch": torch, **namespace})  # noqa: S102
+    entries = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    return [e["inputs"] for e in entries if e.get("kind") == "case"], asked
+
+
+def test_l9_hidden_cases_take_their_seeds_from_hidden_seed(tmp_path, monkeypatch):
+    """Each exercise's hidden cases ask hidden_seed(its grade_id, the seed written today): by
+    default they are the notebook's cases (stored outputs unchanged); with another seed (a
+    grader's secret) every drawn case changes and the fixed ones (the prompt's own logits, an
+    n = 0 case's shape) keep their form."""
+    logits = 2 * torch.randn(65, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    answers = {
+        "l9_ex1": {"temperature_for": lambda z, q: 1.0, "logits": logits},
+        "l9_ex2": {"greedy_decode": lambda model, tokens, n: tokens},
+        "l9_ex3": {"top_p_filter": lambda z, p: torch.softmax(z, dim=-1)},
+    }
+    defaults = {"l9_ex1": 91, "l9_ex2": 92, "l9_ex3": 95}
+    for grade_id, namespace in answers.items():
+        public, _ = _hidden_inputs(grade_id, namespace, tmp_path, monkeypatch)
+        again, asked = _hidden_inputs(grade_id, namespace, tmp_path, monkeypatch, seed_shift=0)
+        assert asked == [(grade_id, defaults[grade_id])], asked
+        assert again == public  # the default seed: the notebook's own cases
+        secret, _ = _hidden_inputs(grade_id, namespace, tmp_path, monkeypatch, seed_shift=1000)
+        assert len(secret) == len(public) >= 3
+        drawn = [a != b for a, b in zip(public, secret, strict=True)]
+        if grade_id == "l9_ex1":  # the fourth case is the prompt's own logits, not drawn
+            assert drawn == [True, True, True, False], drawn
+        else:
+            assert all(drawn), drawn
