@@ -283,6 +283,8 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     DYNAMO = TORCH + "_dynamo/"
     JIT_GLUE = (TORCH + "jit/", TORCH + "compiler/")  # TorchScript's way in, when it runs
     DISPATCH_GLUE = (TORCH + "_library/", TORCH + "_ops.py")
+    DISABLER = TORCH + "_compile.py"  # torch._disable_dynamo's wrapper around torch's own functions
+    FUNCTION = _type(lambda: 0)
     SITE = TORCH[: -_len("torch/")]  # the site-packages folder torch is installed in
     CODE = _type((lambda: 0).__code__)
 
@@ -351,6 +353,34 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             kind = "course" if name is not None else "user"
         kinds[_id(code)] = (code, kind, name)
         return kind, name
+
+    def dynamo_switched_off(frame):
+        """Whether dynamo's or TorchScript's code at ``frame`` runs only because torch turned
+        dynamo off around one of its own functions (``torch._disable_dynamo``; importing
+        ``torch._dynamo`` wraps ``torch.manual_seed`` so): nothing but that wrapper's glue (and
+        the import it may do) lies between ``frame`` and the wrapper, so no code is compiled."""
+        frame = frame.f_back
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename == DISABLER:
+                fn = frame.f_locals.get("fn")
+                if _type(fn) is not FUNCTION:
+                    return False
+                wrapped = fn.__code__.co_filename
+                return (
+                    wrapped.startswith(TORCH)
+                    and wrapped != DISABLER
+                    and not wrapped.startswith(DYNAMO)
+                    and not wrapped.startswith(JIT_GLUE)
+                )
+            if not (
+                filename.startswith(DYNAMO)
+                or filename.startswith(JIT_GLUE)
+                or filename.startswith("<frozen")
+            ):
+                return False
+            frame = frame.f_back
+        return False
 
     def attributed_to_user(frame):
         """Whether the nearest frame that is not torch, a library, the standard library or this
@@ -460,7 +490,11 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             elif kind == "library":
                 filename = code.co_filename
                 if filename.startswith(DYNAMO) or filename.startswith(JIT_GLUE):
-                    if not inside[0] and attributed_to_user(frame.f_back):
+                    if (
+                        not inside[0]
+                        and attributed_to_user(frame.f_back)
+                        and not dynamo_switched_off(frame)
+                    ):
                         note(COMPILED_ if filename.startswith(DYNAMO) else SCRIPT)
                 module = frame.f_globals.get("__name__", "")
                 if _isinstance(module, _str) and module.startswith(THIRD):

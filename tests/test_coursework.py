@@ -36,11 +36,6 @@ import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
-#: Lessons whose instructor records differ with and without skipping demonstration cells, while
-#: every verdict agrees (measured in CI: l7_ex2's calls, l8_ex2's values): skipping is therefore
-#: off by default (tools/grading/settings.py).
-SKIPPING_CHANGES_RECORDS = {"7", "8"}
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -423,15 +418,60 @@ class _Coursework:
                 got = [{k: e.get(k) for k in keep} for e in skipped[x][case]]
                 if got != [{k: e.get(k) for k in keep} for e in whole[x][case]]:
                     differ.append((x, case))
-        if course.lesson.key in SKIPPING_CHANGES_RECORDS:
-            # known: the records differ (skipping is off by default for that reason); fail once
-            # they agree, so that the entry goes
-            assert differ, f"lesson {course.lesson.key}: records now agree; remove it from the set"
-            pytest.xfail(f"skipping changes the records of {differ[:3]} (off by default)")
         assert not differ, differ
         cached = sorted((course.folder / ".grading" / "reference" / aid).glob("*.json"))
         counts = sorted(len(references.info(p)["skipped"]) for p in cached)
         print(f"\nlesson {course.lesson.key}: cells skipped when grading: {counts[-1]}")
+
+    def test_skipping_demonstration_cells_changes_no_verdict_of_a_wrong_or_blank_submission(
+        self, course, graded
+    ):
+        """The wrong submission the autograde test grades (one exercise answered 1% off) and a
+        blank one (the release as handed out: every answer a stub) run as every graded run is,
+        once with the demonstration cells skipped and once whole: every exercise gets the same
+        verdict, every hidden case records the same values and calls, and something was skipped."""
+        from grading import execute
+        from grading import reference as references
+        from grading.verdicts import by_case, judge_all
+
+        from helpers.grading import PUBLIC_SECRET
+
+        _, wrong_ex, _ = graded
+        aid, nid = cw.assignment_id(course.lesson), cw.notebook_id(course.lesson)
+        source = _read(course.folder / "source" / aid / course.lesson.notebook)
+        release = _read(course.folder / "release" / aid / course.lesson.notebook)
+        wrong = copy.deepcopy(course.instructor)
+        cell = wrong.cells[wrong_ex.solution_index]
+        cell.source = wrong_answer(cell.source)
+        ids = execute.solution_ids(source)
+        keep = ("value", "calls", "inputs", "error")
+        for name, nb in ((STUDENT_WRONG, wrong), ("blank", release)):
+            seen = {}
+            for skip in (True, False):
+                ref = references.reference(course.folder, aid, nid, PUBLIC_SECRET, skip)
+                outcome = execute.run(
+                    copy.deepcopy(nb), source, release, course.folder, PUBLIC_SECRET, skip=skip
+                )
+                assert not outcome.problems, (name, skip, outcome.problems)
+                verdicts = judge_all(ids, ref, outcome.records)
+                records = {
+                    x: {c: [{k: e.get(k) for k in keep} for e in es] for c, es in cases.items()}
+                    for x, cases in by_case(outcome.records.cases).items()
+                }
+                seen[skip] = (outcome.skipped, verdicts, records)
+            (skipped, on, records_on), (_, off, records_off) = seen[True], seen[False]
+            assert skipped, f"{name}: no cell was skipped (the comparison would prove nothing)"
+            assert {x: (v.correct, v.message) for x, v in on.items()} == {
+                x: (v.correct, v.message) for x, v in off.items()
+            }, name
+            assert records_on == records_off, name
+            if name == STUDENT_WRONG:
+                assert [x for x, v in on.items() if not v.correct] == [wrong_ex.solution_id]
+            else:
+                assert not any(v.correct for v in on.values()), "a blank answer was accepted"
+            print(
+                f"\nlesson {course.lesson.key} {name}: {len(skipped)} cells skipped, same verdicts"
+            )
 
     def test_autograde_one_wrong_answer_loses_exactly_its_points(self, course, graded):
         scores, wrong_ex, autograded = graded

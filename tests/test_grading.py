@@ -645,6 +645,44 @@ def test_a_forbidden_call_in_another_thread_is_refused(monkeypatch, tmp_path):
     assert not verdict.correct and "forbids" in verdict.message
 
 
+def _rms_by_hand(x):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6)
+
+
+def test_torch_switching_dynamo_off_around_manual_seed_is_no_compiled_code(monkeypatch, tmp_path):
+    """Once anything imports torch._dynamo (an optimizer does, in a demonstration cell or the
+    student's own), torch.manual_seed runs inside torch's own dynamo-disabling wrapper: an answer
+    (or a hidden test's wrapper) that seeds is not code the grader cannot see into."""
+    import torch._dynamo  # noqa: F401 - wraps torch.manual_seed in torch._disable_dynamo
+
+    assert torch.manual_seed is not torch.random.manual_seed  # the wrapper is there
+
+    def seeds_then_computes(x):
+        torch.manual_seed(0)
+        return _rms_by_hand(x)
+
+    x = torch.randn(3, 8, dtype=torch.float64)
+    got, verdict = _judged("l5_ex4", tmp_path, monkeypatch, _rms_by_hand, seeds_then_computes, x)
+    assert "<torch.compile>" not in got["calls"] and "<TorchScript>" not in got["calls"]
+    assert verdict.correct, verdict.message
+
+
+@pytest.mark.parametrize("behind_the_wrapper", [False, True], ids=["compiled", "compiled, wrapped"])
+def test_compiled_code_is_seen_even_behind_torchs_dynamo_wrapper(
+    monkeypatch, tmp_path, behind_the_wrapper
+):
+    compiled = torch.compile(_rms_by_hand, backend="eager")
+    run = torch._disable_dynamo(compiled) if behind_the_wrapper else compiled
+
+    def answer(x):  # the student's function, calling the compiled one
+        return run(x)
+
+    x = torch.randn(3, 8, dtype=torch.float64)
+    got, verdict = _judged("l5_ex4", tmp_path, monkeypatch, _rms_by_hand, answer, x)
+    assert "<torch.compile>" in got["calls"]
+    assert not verdict.correct  # forbidden, or (on the first compile) the modes were switched off
+
+
 @pytest.mark.parametrize(
     "cheat",
     [

@@ -1,7 +1,7 @@
 """The course's grading settings, in one place: the course folder's ``nbgrader_config.py``.
 
     c.CourseGrading.secret_file = "~/.config/transformer-block-course/hidden-cases.key"
-    c.CourseGrading.skip_demonstrations = False
+    c.CourseGrading.skip_demonstrations = True
     c.CourseGrading.due = {"lesson04": "2027-03-01 17:00:00 UTC"}
     c.CourseGrading.late = {"*": {"percent_per_day": 10, "cap_percent": 50, "grace_minutes": 15}}
     c.CourseGrading.extensions = {"alice": {"lesson04": {"days": 2}}}
@@ -37,10 +37,11 @@ class CourseGrading(Configurable):
         "hidden-cases.key; with none of them, the public default (continuous integration).",
     ).tag(config=True)
     skip_demonstrations = Bool(
-        False,
+        True,
         help="Skip the course's demonstration cells no exercise needs (tools/grading/plan.py). "
-        "Off by default: in lessons 7 and 8 the instructor's records (calls and values) differ "
-        "with and without skipping although every verdict agrees (tests/test_coursework.py).",
+        "On by default: for every lesson, the instructor's records and every verdict of the "
+        "coursework tests' wrong and blank submissions are the same with and without skipping "
+        "(tests/test_coursework.py). False runs every cell.",
     ).tag(config=True)
     due = Dict(
         {},
