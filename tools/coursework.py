@@ -65,8 +65,8 @@ CONFIG = COURSE_DIR / "nbgrader_config.py"
 sys.path.insert(0, str(ROOT))  # helpers.course, when run from a checkout without installing
 sys.path.insert(0, str(ROOT / "tools"))
 
+from grading import limits, review, settings  # noqa: E402
 from grading import reference as references  # noqa: E402
-from grading import review, settings  # noqa: E402
 from grading.execute import grading_folder  # noqa: E402
 from grading.saveverdicts import extension_delta  # noqa: E402
 from grading.verdicts import Verdict  # noqa: E402
@@ -562,7 +562,7 @@ def autograde(
         raise SystemExit(f"coursework: {e}") from None
     graded.reference_seconds = time.process_time() - start + _children_cpu() - cpu0
     state = _state(course_dir, lesson)
-    todo = []
+    todo, refused = [], []
     for sid in students:
         digest = _submission_digest(course_dir, lesson, sid)
         marker = state / f"{sid}.json"
@@ -571,6 +571,12 @@ def autograde(
             if saved.get("submission") == digest and saved.get("reference") == ref_key:
                 graded.up_to_date.append(sid)
                 continue
+        over = _over_limits(course_dir, lesson, sid)
+        if over:  # never parsed nor run: 0 with the reason, and the next student
+            _finish(course_dir, lesson, sid, digest, ref_key, graded,
+                    {"success": False, "error": over})  # fmt: skip
+            refused.append(sid)
+            continue
         todo.append((sid, digest))
     bar = Progress(len(todo), progress) if todo else None
     env = {**os.environ, "COURSE_TOOLS": str(ROOT / "tools"), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
@@ -638,8 +644,20 @@ def autograde(
     finally:
         for proc in workers:
             _stop(proc)
-    graded.review = review_submissions(lesson, course_dir, [s for s, _ in todo])
+    graded.review = review_submissions(lesson, course_dir, [s for s, _ in todo] + refused)
     return graded
+
+
+def _over_limits(course_dir: Path, lesson: Lesson, student: str) -> str | None:
+    """Why a submission is over the grader's caps (tools/grading/limits.py), or None."""
+    path = Path(course_dir) / "submitted" / student / assignment_id(lesson) / lesson.notebook
+    if not path.is_file() or path.is_symlink():
+        return None  # nbgrader says it has nothing to grade
+    try:
+        limits.check_file(path)
+    except limits.OverLimit as e:
+        return f"over the grader's limits: {e}"
+    return None
 
 
 def _children_cpu() -> float:

@@ -13,6 +13,10 @@ and so the student's code, runs:
 * as the unprivileged user ``nobody`` in a user namespace of its own, with no capabilities;
 * in a PID namespace of its own: when the kernel is shut down, every process the notebook
   started (a detached daemon included) is killed with it;
+* in a network namespace of its own, with nothing but a loopback device of its own: no
+  connection to the outside or to the grader's machine (its loopback included). The kernel talks
+  to the grader over Unix sockets (Jupyter's transport "ipc") in a folder of their own, bound into
+  the sandbox: the only writable place outside the sandbox's own memory;
 * with a file system that holds only what a kernel needs, read-only: the system's libraries, the
   Python installation and its virtual environment, the course's ``helpers`` package; the working
   folder ``/grading`` and ``/tmp`` are fresh in-memory file systems of their own
@@ -82,6 +86,7 @@ def command(connection_file: str, fd_in: int, fd_out: int) -> list[str]:
             "(apt-get install bubblewrap), or grade without confinement at your own risk"
         )
     connection_file = str(Path(connection_file).resolve())
+    sockets = str(_sockets_folder(connection_file))
     wall = os.environ.get("GRADING_WALL_SECONDS", "1200")
     tmpfs = str(int(os.environ.get("GRADING_TMPFS_MB", "512")) * 1024 * 1024)
     return [
@@ -95,6 +100,7 @@ def command(connection_file: str, fd_in: int, fd_out: int) -> list[str]:
         "--gid",
         str(NOBODY),
         "--unshare-pid",
+        "--unshare-net",
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
@@ -117,9 +123,9 @@ def command(connection_file: str, fd_in: int, fd_out: int) -> list[str]:
         tmpfs,
         "--tmpfs",
         WORKDIR,
-        "--ro-bind",
-        connection_file,
-        connection_file,
+        "--bind",  # the kernel's Unix sockets and its connection file, in their own folder
+        sockets,
+        sockets,
         "--chdir",
         WORKDIR,
         "--clearenv",
@@ -148,6 +154,21 @@ def command(connection_file: str, fd_in: int, fd_out: int) -> list[str]:
         connection_file,
         "--HistoryManager.hist_file=:memory:",
     ]
+
+
+def _sockets_folder(connection_file: str) -> Path:
+    """The folder of the kernel's Unix sockets: the connection file's own folder, which must name
+    transport "ipc" there (over TCP, a kernel in a sandbox without network cannot be reached)."""
+    import json
+
+    info = json.loads(Path(connection_file).read_text(encoding="utf-8"))
+    folder = Path(connection_file).parent
+    if info.get("transport") != "ipc" or Path(str(info.get("ip", ""))).resolve().parent != folder:
+        raise SystemExit(
+            "confine: the grading kernel has no network; its connection file must use transport "
+            f"'ipc' with sockets beside it in {folder} (tools/grading/execute.py writes one)"
+        )
+    return folder
 
 
 def _limits() -> None:

@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
+from nbclient import NotebookClient
 from nbgrader.preprocessors import Execute
 
-from . import channel, settings
+from . import channel, limits, settings
 from . import plan as planner
 
 HERE = Path(__file__).resolve().parent
@@ -125,17 +128,23 @@ def run(
 ) -> Outcome:
     """Execute ``nb`` (changed in place: outputs, execution counts) confined; see the module
     docstring. Never raises for what the notebook does; problems are reported in the outcome."""
-    from nbclient import NotebookClient
     from nbclient.exceptions import DeadKernelError
 
     start = time.perf_counter()
     course_root = Path(course_root)
+    try:
+        limits.check_notebook(nb)  # before anything parses a cell
+    except limits.OverLimit as e:
+        return Outcome(channel.Records(), [], [f"over the grader's limits: {e}"])
     private = grading_folder(course_root)
     kernels = install_kernel(private / "kernels")
     plan = planner.plan(nb, release_nb, enabled=skip)
     hidden = hidden_tests(source_nb)
     seeds = seeds_for(source_nb, secret)
     box = channel.new_run(private / "runs")
+    # the kernel's sockets: Unix sockets in a folder of their own, bound into the sandbox (which
+    # has no network); a short path, as a Unix socket's path holds at most 107 bytes
+    sockets = Path(tempfile.mkdtemp(prefix="grading-ipc-", dir=_short_tmp()))
     outcome = Outcome(channel.Records(), plan.skipped)
     try:
         channel.write_startup(box, not seeds, seeds, list(hidden.values()))
@@ -149,8 +158,9 @@ def run(
             PYDEVD_DISABLE_FILE_VALIDATION="1",
         )
         os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]  # the kernelspec manager reads it here
-        client = NotebookClient(
+        client = CappedClient(
             nb,
+            km=_kernel_manager(sockets),
             timeout=timeout,
             startup_timeout=startup_timeout,
             kernel_name=KERNEL,
@@ -164,7 +174,8 @@ def run(
             resources={"metadata": {"path": str(box.folder)}},
         )
         try:
-            with client.setup_kernel(env=env, cwd=str(box.folder)):
+            # cleanup_kc: the kernel manager is ours, the kernel is shut down all the same
+            with client.setup_kernel(env=env, cwd=str(box.folder), cleanup_kc=True):
                 _no_blocking_send(client)
                 for index, cell in enumerate(nb.cells):
                     if cell.cell_type != "code":
@@ -188,6 +199,7 @@ def run(
         outcome.records = channel.read(box)
     finally:
         box.remove()
+        shutil.rmtree(sockets, ignore_errors=True)
     outcome.seconds = time.perf_counter() - start
     return outcome
 
@@ -215,6 +227,60 @@ def _too_deep(source: str) -> bool:
     except (SyntaxError, ValueError):
         return False  # the kernel says what is wrong, at once
     return False
+
+
+def _short_tmp() -> str | None:
+    """The system's temporary folder if its path is short enough for Unix sockets in it."""
+    folder = tempfile.gettempdir()
+    return folder if len(folder) < 40 else ("/tmp" if os.path.isdir("/tmp") else None)
+
+
+def _kernel_manager(sockets: Path):
+    """A kernel manager whose kernel listens on Unix sockets in ``sockets`` (transport "ipc":
+    the confined kernel has no network, not even the grader's loopback), and whose connections
+    refuse any message larger than :data:`limits.MAX_MESSAGE_BYTES` before reading it."""
+    import zmq
+    from jupyter_client.manager import AsyncKernelManager
+
+    km = AsyncKernelManager(
+        kernel_name=KERNEL,
+        transport="ipc",
+        ip=str(sockets / "k"),
+        connection_file=str(sockets / "kernel.json"),
+    )
+    km.context.setsockopt(zmq.MAXMSGSIZE, limits.MAX_MESSAGE_BYTES)
+    return km
+
+
+class CappedClient(NotebookClient):
+    """nbclient's client, except that each cell keeps at most :data:`limits.MAX_OUTPUT_PER_CELL`
+    of output, counted as the messages arrive: the rest is dropped, and the cell's outputs end
+    with a note saying so (the worker's memory no longer grows with what a cell prints)."""
+
+    CAPPED = ("stream", "display_data", "execute_result", "error", "update_display_data")
+
+    def process_message(self, msg, cell, cell_index):
+        kind = msg.get("msg_type", "")
+        if kind in self.CAPPED or kind.startswith("comm"):
+            kept = getattr(self, "_kept", None)
+            if kept is None:
+                kept = self._kept = {}
+            used, noted = kept.get(id(cell), (0, False))
+            size = limits.output_size(msg.get("content") or {})
+            if used + size > limits.MAX_OUTPUT_PER_CELL:
+                if not noted:
+                    cell.outputs.append(
+                        nbformat.v4.new_output(
+                            "stream",
+                            name="stderr",
+                            text=f"[the grader kept the first {limits.MAX_OUTPUT_PER_CELL // 2**20}"
+                            " MiB of this cell's output; the rest was left out]\n",
+                        )
+                    )
+                kept[id(cell)] = (used, True)
+                return None
+            kept[id(cell)] = (used + size, noted)
+        return super().process_message(msg, cell, cell_index)
 
 
 def _no_blocking_send(client) -> None:

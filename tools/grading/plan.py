@@ -36,6 +36,8 @@ import re
 import symtable
 from dataclasses import dataclass, field
 
+from . import limits
+
 #: Names that reach the namespace as a whole, or IPython's history of cells and outputs.
 DYNAMIC = {"globals", "locals", "vars", "dir", "eval", "exec", "__import__", "get_ipython",
            "In", "Out", "_", "__", "___", "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "exit",
@@ -241,6 +243,12 @@ def _base(node) -> str | None:
 def facts(source: str) -> CellFacts:
     """Parse one cell (magics stripped first)."""
     out = CellFacts()
+    try:
+        limits.check_source(source)  # nothing parses a cell over the grader's caps
+    except limits.OverLimit as e:
+        out.effects.append(f"not analysed: {e}")
+        out.dynamic = True  # unread: assume the worst
+        return out
     code, magic = python_source(source)
     if magic:
         out.effects.append("holds an IPython magic or shell escape")

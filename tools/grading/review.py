@@ -37,9 +37,11 @@ import ast
 import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import nbformat
 
+from . import limits
 from .plan import facts, python_source
 
 #: Attribute or name -> why it is listed (any use).
@@ -178,6 +180,10 @@ def _chain(node) -> list[str]:
 
 
 def _scan(source: str, protected: set[str]) -> list[tuple[int, str]]:
+    try:
+        limits.check_source(source)  # nothing parses a cell over the grader's caps
+    except limits.OverLimit as e:
+        return [(0, f"not read: {e}")]
     code, _ = python_source(source)
     try:
         tree = ast.parse(code)
@@ -305,6 +311,10 @@ def _scan(source: str, protected: set[str]) -> list[tuple[int, str]]:
 def review(submission, instructor) -> list[Finding]:
     """Findings in a submitted notebook (path or NotebookNode), given the instructor's version."""
     if not isinstance(submission, nbformat.NotebookNode):
+        try:
+            limits.check_file(Path(submission))
+        except limits.OverLimit as e:
+            return [Finding("the notebook", 0, f"not reviewed: {e}", "")]
         submission = nbformat.read(str(submission), as_version=4)
     if not isinstance(instructor, nbformat.NotebookNode):
         instructor = nbformat.read(str(instructor), as_version=4)
