@@ -237,8 +237,8 @@ def _short_tmp() -> str | None:
 
 def _kernel_manager(sockets: Path):
     """A kernel manager whose kernel listens on Unix sockets in ``sockets`` (transport "ipc":
-    the confined kernel has no network, not even the grader's loopback), and whose connections
-    refuse any message larger than :data:`limits.MAX_MESSAGE_BYTES` before reading it."""
+    the confined kernel has no network, not even the grader's loopback), its ZeroMQ context set
+    to refuse messages over :data:`limits.MAX_MESSAGE_BYTES` (not shown to hold, see there)."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
 

@@ -33,8 +33,9 @@ MAX_CELLS = 1000
 #: The output one cell keeps (characters of its text and data, each output counted whole);
 #: what comes after is left out and the cell's outputs end with a note saying so.
 MAX_OUTPUT_PER_CELL = 2 * 1024 * 1024
-#: The largest single message the grader accepts from the kernel (bytes, ZeroMQ's
-#: ``MAXMSGSIZE``); a larger one is dropped by the connection before it is read into memory.
+#: The largest single message the grader means to accept from the kernel (bytes, set as ZeroMQ's
+#: ``MAXMSGSIZE`` on the kernel manager's context). Not shown to hold: a single 40,000,000-
+#: character write still reached the grader (measured with execute.run, 2026-12-02).
 MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 
 
