@@ -58,7 +58,7 @@ LESSONS: tuple[Lesson, ...] = (
         5,
         "Residual connections and layer norm: pre-norm versus post-norm",
         "05_residuals_and_layer_norm.ipynb",
-        ("C5.1", "C5.2", "C5.3", "C5.4", "C5.5", "C5.6", "C5.7", "C5.8"),
+        ("C5.1", "C5.2", "C5.3", "C5.4", "C5.5", "C5.6", "C5.7"),
         "norm_explorer",
         "residual",
     ),
@@ -114,6 +114,15 @@ GOING_FURTHER: tuple[Lesson, ...] = (
         ("C4.8", "C4.9"),
         "positional_explorer",  # lesson 4's explorer, its right panel on rotary and ALiBi
         "position",
+        further=True,
+    ),
+    Lesson(
+        5,
+        "Going further: RMSNorm, the last layer's gradient across depth, a warm-up run live",
+        "05b_rmsnorm_and_depth.ipynb",
+        ("C5.8",),  # and the depth half of C5.6, the live run of C5.7 (their claims: lesson 5)
+        None,  # lesson 5's explorer has the norm-type control; the companion shows none
+        "residual",
         further=True,
     ),
 )

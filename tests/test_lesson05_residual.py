@@ -326,23 +326,28 @@ def test_C5_5_pre_norm_stream_keeps_h0_post_norm_washes_it_out(one_thread):
 
 @pytest.fixture(scope="module")
 def xiong():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    out = {
-        (n, L): init_profile(n, L, dtype=torch.float64).gradients
-        for n in ("pre", "post")
-        for L in (3, 12)
-    }
-    torch.set_num_threads(threads)
-    return out
+    """C5.6's curves, mean of 5 seeds, as the lesson loads them (tools/init_profiles.py wrote
+    them; tests/test_lesson05_init_profiles.py reruns the tool and checks them)."""
+    from helpers.diagnostics import load_init_profiles
+
+    profiles = load_init_profiles()
+    return {(n, L): profiles.mean(n, L) for n in ("pre", "post") for L in (3, 12)}
 
 
-@pytest.mark.slow
-def test_C5_6_post_norm_last_layers_larger_and_growing(xiong):
+def test_C5_6_pre_norm_falls_more_and_ends_lower_post_norm_rises_only_in_this_setting(xiong):
+    """What lesson 5 says of the 12-block curves (mean of 5 seeds): pre-norm's falls much more
+    from layer 1 to 12 than post-norm's and ends lower (the robust signal, asserted per seed in
+    the lesson); post-norm's rises here (1.32x), which the lesson states for this setting only:
+    exercise 3's smaller models draw post-norm curves that fall, so that is not the claim."""
     pre, post = xiong["pre", 12], xiong["post", 12]
-    assert post[-1] / post[0] > 1.2  # post-norm grows from layer 1 to 12 (1.32x here)
-    assert pre[0] / pre[-1] > 2  # pre-norm falls (2.4x here), unlike the paper's level curve
-    assert post[-1] > pre[-1]
+    assert pre[-1] / pre[0] < 0.75 * (post[-1] / post[0])  # falls far more (0.41 vs 1.33 here)
+    assert pre[-1] < post[-1]  # ends lower
+    assert post[-1] / post[0] > 1.2  # rises here: a regression guard of the recorded 1.33
+    falls = [  # one of exercise 3's hidden pairs: a post-norm curve of a smaller model that falls
+        init_profile("post", 10, d_model=32, seeds=(2073,), batch=4, n=16, vocab_size=200,
+                     dtype=torch.float64).gradients
+    ]  # fmt: skip
+    assert falls[0][-1] < falls[0][0], "the lesson says some small post-norm curves fall"
 
 
 def test_C5_6_float64_profile_is_drawn_in_float64_and_restores_the_default(one_thread):
@@ -354,7 +359,6 @@ def test_C5_6_float64_profile_is_drawn_in_float64_and_restores_the_default(one_t
     assert len(c.gradients) == 2 and all(g > 0 for g in c.gradients)
 
 
-@pytest.mark.slow
 def test_C5_6_across_depth_pre_norm_last_layer_falls_post_does_not(xiong):
     assert xiong["pre", 12][-1] < 0.5 * xiong["pre", 3][-1]
     assert xiong["post", 12][-1] >= 0.9 * xiong["post", 3][-1]
@@ -362,10 +366,6 @@ def test_C5_6_across_depth_pre_norm_last_layer_falls_post_does_not(xiong):
 
 
 # ---------------------------------------------------------------- exercise checks
-
-
-def _ln_right(x, gamma, beta, eps=1e-5):
-    return _ln_formula(x, gamma, beta, eps)
 
 
 def _raise_not_implemented(*args):
@@ -376,78 +376,101 @@ def _raise_other(*args):
     raise KeyError("oops")
 
 
-def test_check_layer_norm_accepts_right_answer(capsys):
-    checks.check_layer_norm(_ln_right)
-    assert "✓" in capsys.readouterr().out
+def _predict_right(out, a, b, gamma, beta):
+    return beta + torch.sign(a) * (out - beta)
+
+
+#: Honest answers to exercise 1 written other ways (each must score full marks)
+PREDICT_HONEST = {
+    "where": lambda out, a, b, gamma, beta: torch.where(a > 0, out, 2 * beta - out),
+    "x_hat": lambda out, a, b, gamma, beta: gamma * (a / a.abs()) * ((out - beta) / gamma) + beta,
+    # layer norm again, on a token that is an affine image of x (x_hat, scaled by a, shifted by b)
+    "renormalize": lambda out, a, b, gamma, beta: nn.functional.layer_norm(
+        a * (out - beta) / gamma + b, out.shape[-1:], gamma, beta, 0.0
+    ),
+}
+
+
+@pytest.mark.parametrize("fn", [_predict_right, *PREDICT_HONEST.values()],
+                         ids=["solution", *PREDICT_HONEST])  # fmt: skip
+def test_check_layer_norm_prediction_accepts_right_answers(fn, capsys):
+    checks.check_layer_norm_prediction(fn)
+    out = capsys.readouterr().out
+    assert out.startswith("✓ Exercise 1") and "graded on hidden" in out
+    assert "expected" not in out and not re.search(r"\d\.\d|\[-?\d", out), out
 
 
 @pytest.mark.parametrize(
-    ("fn", "message"),
+    "fn, message",
     [
-        (None, "is None"),
-        (_raise_not_implemented, "not implemented yet"),
-        (_raise_other, "raised KeyError"),
-        (lambda x, g, b, eps=1e-5: None, "is None: did you forget to `return`"),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b)[0], "has shape"),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b).double(), "dtype torch.float64"),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b).long(), "dtype torch.int64"),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b) * float("nan"), "NaN"),
-        (
-            lambda x, g, b, eps=1e-5: g * (x - x.mean(-1, keepdim=True))
-            / torch.sqrt(x.var(-1, keepdim=True) + eps) + b,
-            "unbiased variance",
-        ),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, 1.0, 0.0), "scale gamma and shift beta"),
-        (
-            lambda x, g, b, eps=1e-5: g * (x - x.mean(-1, keepdim=True))
-            / x.var(-1, keepdim=True, unbiased=False).sqrt() + b,
-            "you left eps out",
-        ),
-        (
-            lambda x, g, b, eps=1e-5: g * (x - x.mean(-1, keepdim=True))
-            / (x.var(-1, keepdim=True, unbiased=False).sqrt() + eps) + b,
-            "you added eps outside the square root",
-        ),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b) + 0.1, "should have mean 0"),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b) * 1.01, "divides by another number"),
-        (lambda x, g, b, eps=1e-5: _ln_right(x, g, b), "still used eps = 1e-5"),
-        (
-            lambda x, g, b, eps=1e-5: (x - x.mean(-1, keepdim=True)) * g + b,
-            "did not divide by the standard deviation",
-        ),
-        (lambda x, g, b, eps=1e-5: g * _ln_right(x, 1.0, 0.0) + 2 * b, "scale and shift after"),
+        (lambda out, a, b, g, be: a * out + b, "applied a and b to the output"),
+        (lambda out, a, b, g, be: a * (out - be) + be, "the factor a does not survive"),
+        (lambda out, a, b, g, be: out, "for a negative a"),
+        (lambda out, a, b, g, be: torch.sign(a) * out, "beta is added after normalizing"),
+        (lambda out, a, b, g, be: out + b, "not what layer norm gives"),
+        (lambda out, a, b, g, be: _predict_right(out, a, b, g, be)[..., :-1], "shape"),
+        (lambda out, a, b, g, be: None, "None"),
+        (_raise_not_implemented, "not implemented"),
     ],
-    ids=["none-fn", "not-implemented", "raises", "returns-none", "shape", "float64", "int",
-         "nan", "unbiased", "no-gamma-beta", "no-eps", "eps-outside-sqrt", "off-by-0.1",
-         "times-1.01", "fixed-eps", "no-division", "twice-beta"],
+    ids=["a and b outside", "a survives", "sign ignored", "beta flipped", "other", "shape",
+         "None", "not implemented"],
 )  # fmt: skip
-def test_check_layer_norm_rejects(fn, message):
-    with pytest.raises(ExerciseFailed, match=message):
-        checks.check_layer_norm(fn)
-
-
-def test_check_layer_norm_eps_outside_passes_a_large_variance_input_but_is_rejected():
-    """The mistake the old check accepted: on tokens of variance ~4 it is within 1e-4."""
-    x = 3 + 2 * torch.randn(2, 3, 8)
-    outside = (x - x.mean(-1, keepdim=True)) / (
-        x.var(-1, keepdim=True, unbiased=False).sqrt() + 1e-5
-    )
-    torch.testing.assert_close(outside, _ln_right(x, 1.0, 0.0), atol=1e-4, rtol=1e-4)
-
-    def eps_outside(x, g, b, eps=1e-5):
-        mean = x.mean(-1, keepdim=True)
-        return g * (x - mean) / (((x - mean) ** 2).mean(-1, keepdim=True).sqrt() + eps) + b
-
-    with pytest.raises(ExerciseFailed, match=r"outside the square root, sqrt\(var\) \+ eps") as e:
-        checks.check_layer_norm(eps_outside)
+def test_check_layer_norm_prediction_names_the_cause(fn, message):
+    with pytest.raises(ExerciseFailed, match=message) as e:
+        checks.check_layer_norm_prediction(fn)
     assert "\n" not in str(e.value)
 
 
-def test_check_layer_norm_verdict_shows_no_expected_value(capsys):
-    checks.check_layer_norm(_ln_right)
-    out = capsys.readouterr().out
-    assert "graded on hidden cases" in out and "Ba et al" not in out
-    assert "expected" not in out and not re.search(r"\d\.\d|\[-?\d", out), out
+def _judge_records(exercise, tmp_path, monkeypatch, answers: dict, cases):
+    """Record every answer on every case, as the grader does; judge each against the first."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    from grading.verdicts import judge, read_records
+
+    import helpers.grading as grading
+    from helpers.grading import record
+
+    verdicts, reference = {}, None
+    for name, answer in answers.items():
+        log = tmp_path / f"{exercise}-{name}.jsonl"
+        monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+        for args in cases:
+            record(
+                exercise, answer, *[a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+            )
+        grading._cases.clear()
+        got = read_records(log)[0][exercise]
+        reference = got if reference is None else reference
+        verdicts[name] = judge(exercise, reference, got)
+    return verdicts
+
+
+def _hidden_cases(grade_id: str, notebook: str = "05_residuals_and_layer_norm.ipynb"):
+    """The argument tuples of a hidden test's record calls, as the notebook's block makes them."""
+    block = _hidden_block(grade_id, notebook)
+    block = block.replace("from helpers.grading import record as _record", "")
+    cases = []
+    from helpers import LayerNorm as _LayerNorm
+    from helpers import RMSNorm as _RMSNorm
+
+    namespace = {"torch": torch, "nn": nn, "LayerNorm": _LayerNorm, "RMSNorm": _RMSNorm}
+    namespace |= dict.fromkeys(("predict_layer_norm", "rms_from_layer_norm", "invariances"))
+    namespace["_record"] = lambda exercise, fn, *a: cases.append(a)
+    exec(block, namespace)  # noqa: S102 - the course's own hidden test
+    return cases
+
+
+def test_grading_of_exercise_1_honest_variants_full_marks_wrong_answers_zero(monkeypatch, tmp_path):
+    """l5_ex1 graded as the grader does, on the notebook's own hidden cases: the solution and
+    three honest variants are right; the usual mistakes score 0."""
+    cases = _hidden_cases("l5_ex1_check")
+    assert len(cases) == 3 and all(bool((c[1] < 0).any()) for c in cases)  # a negative a in each
+    answers = {"solution": _predict_right, **PREDICT_HONEST,
+               "wrong: out": lambda out, a, b, g, be: out,
+               "wrong: sign(a) out": lambda out, a, b, g, be: torch.sign(a) * out,
+               "wrong: a out + b": lambda out, a, b, g, be: a * out + b}  # fmt: skip
+    verdicts = _judge_records("l5_ex1", tmp_path, monkeypatch, answers, cases)
+    for name, verdict in verdicts.items():
+        assert verdict.correct == (not name.startswith("wrong")), (name, verdict.message)
 
 
 def test_checks_module_ships_no_reference_answer():
@@ -459,54 +482,6 @@ def test_checks_module_ships_no_reference_answer():
         assert not hasattr(module, gone) and not hasattr(plots, gone), gone
     source = Path(module.__file__).read_text()
     assert "expected {" not in source and "expect_close" not in source
-
-
-def test_check_layer_norm_does_not_forbid_but_the_grader_does(monkeypatch, tmp_path):
-    """F.layer_norm passes the visible check (it computes the formula); the hidden record lists
-    its name and the spec of l5_ex1 forbids it, so the graded verdict is 0 (also for the other
-    normalization functions that give layer norm)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from grading.verdicts import judge, read_records
-
-    from helpers.grading import record
-
-    def torch_ln(x, g, b, eps=1e-5):
-        return nn.functional.layer_norm(x, x.shape[-1:], g, b, eps)
-
-    def by_group_norm(x, g, b, eps=1e-5):
-        flat = x.reshape(-1, 1, x.shape[-1])
-        return nn.functional.group_norm(flat, 1, eps=eps).reshape(x.shape) * g + b
-
-    def by_rms_norm(x, g, b, eps=1e-5):
-        return nn.functional.rms_norm(x - x.mean(-1, keepdim=True), x.shape[-1:], eps=eps) * g + b
-
-    checks.check_layer_norm(torch_ln)
-    x, g, b = torch.randn(3, 5, dtype=torch.float64), torch.randn(5), torch.randn(5)
-    logs = {}
-    for name, answer in [("ok", _ln_right), ("F", torch_ln), ("gn", by_group_norm),
-                         ("rms", by_rms_norm), ("aten", lambda *a: torch.ops.aten.layer_norm(
-                             a[0], [5], a[1], a[2], 1e-5))]:  # fmt: skip
-        logs[name] = tmp_path / f"{name}.jsonl"
-        monkeypatch.setenv("HELPERS_GRADING_LOG", str(logs[name]))
-        record("l5_ex1", answer, x, g.double(), b.double())
-        import helpers.grading as grading
-
-        grading._cases.clear()
-    reference = read_records(logs["ok"])[0]["l5_ex1"]
-    assert judge("l5_ex1", reference, reference).correct
-    for name in ("F", "gn", "rms", "aten"):
-        verdict = judge("l5_ex1", reference, read_records(logs[name])[0]["l5_ex1"])
-        assert not verdict.correct and "which the exercise forbids" in verdict.message, name
-
-
-def test_check_layer_norm_batch_axis_mistake_is_named():
-    def batch_norm_like(x, g, b, eps=1e-5):
-        mean = x.mean(0, keepdim=True)
-        var = x.var(0, keepdim=True, unbiased=False)
-        return g * (x - mean) / torch.sqrt(var + eps) + b
-
-    with pytest.raises(ExerciseFailed, match="across the batch"):
-        checks.check_layer_norm(batch_norm_like)
 
 
 def test_check_fixed_pre_norm_accepts_right_answer(capsys):
@@ -732,10 +707,10 @@ def test_norm_explorer_bad_arguments():
 # ---------------------------------------------------------------- hidden tests (issue 15)
 
 
-def _hidden_block(grade_id: str) -> str:
+def _hidden_block(grade_id: str, notebook: str = "05_residuals_and_layer_norm.ipynb") -> str:
     import nbformat
 
-    path = Path(__file__).resolve().parent.parent / "notebooks/05_residuals_and_layer_norm.ipynb"
+    path = Path(__file__).resolve().parent.parent / "notebooks" / notebook
     nb = nbformat.read(str(path), as_version=4)
     (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
     source = cell.source
@@ -770,13 +745,12 @@ def test_hidden_cases_tell_the_usual_wrong_answers_apart():
     for grade_id, right, wrongs in [
         (
             "l5_ex1_check",
-            _ln_right,
+            _predict_right,
             [
-                lambda x, g, b, eps=1e-5: g * _centred_over(x) / (_sd(x) + eps) + b,
-                lambda x, g, b, eps=1e-5: g * _centred_over(x) / torch.sqrt(
-                    x.var(-1, keepdim=True) + eps) + b,
-                lambda x, g, b, eps=1e-5: _ln_right(x, g, b),
-                lambda x, g, b, eps=1e-5: _ln_right(x, 1.0, 0.0, eps),
+                lambda out, a, b, g, be: out,
+                lambda out, a, b, g, be: torch.sign(a) * out,
+                lambda out, a, b, g, be: a * out + b,
+                lambda out, a, b, g, be: a * (out - be) + be,
             ],
         ),
         (
@@ -794,7 +768,8 @@ def test_hidden_cases_tell_the_usual_wrong_answers_apart():
         runs = []
         for answer in (right, *wrongs):
             seen = []
-            namespace = {"torch": torch, "nn": nn, "layer_norm": answer, "fixed_pre_norm": answer}
+            namespace = {"torch": torch, "nn": nn, "predict_layer_norm": answer,
+                         "fixed_pre_norm": answer}  # fmt: skip
             namespace["_record"] = lambda exercise, fn, *a, seen=seen, **k: seen.append(
                 fn(*a, **k).detach()
             )
@@ -866,95 +841,117 @@ def _rms_right(x, g, eps=1e-6):
     return g * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
 
-def test_check_rms_norm_accepts_right_answer_and_shows_no_expected_value(capsys):
-    checks.check_rms_norm(_rms_right)
+def _mirror(x, g, eps=1e-6):  # the notebook's solution
+    d = x.shape[-1]
+    return g * nn.functional.layer_norm(torch.cat([x, -x], dim=-1), (2 * d,), eps=eps)[..., :d]
+
+
+def _mirror_stacked(x, g, eps=1e-6):
+    d = x.shape[-1]
+    both = torch.stack([-x, x], dim=-1).flatten(-2)  # [..., 2d]: -x_1, x_1, -x_2, x_2, ...
+    return nn.functional.layer_norm(both, (2 * d,), eps=eps)[..., 1::2] * g
+
+
+def _mirror_module(x, g, eps=1e-6):
+    d = x.shape[-1]
+    norm = nn.LayerNorm(2 * d, eps=eps, elementwise_affine=False)
+    return norm(torch.cat([-x, x], dim=-1))[..., d:] * g
+
+
+def _mirror_weighted(x, g, eps=1e-6):
+    d = x.shape[-1]
+    both = torch.cat([x, -x], dim=-1)  # [..., 2d]
+    return nn.functional.layer_norm(both, (2 * d,), torch.cat([g, -g]), None, eps)[..., d:]
+
+
+def _four_copies(x, g, eps=1e-6):
+    d = x.shape[-1]
+    both = torch.cat([x, -x, -x, x], dim=-1)  # [..., 4d]: mean 0, mean square that of x
+    return nn.functional.layer_norm(both, (4 * d,), eps=eps)[..., :d] * g
+
+
+#: Honest answers to 05b's exercise 1, each a layer norm of a zero-mean token built from x
+RMS_HONEST = {"stacked": _mirror_stacked, "nn.LayerNorm": _mirror_module,
+              "weighted": _mirror_weighted, "four copies": _four_copies}  # fmt: skip
+
+
+@pytest.mark.parametrize("fn", [_mirror, *RMS_HONEST.values()], ids=["solution", *RMS_HONEST])
+def test_check_rms_from_layer_norm_accepts_right_answers(fn, capsys):
+    checks.check_rms_from_layer_norm(fn)
     out = capsys.readouterr().out
-    assert "✓ Exercise 4" in out and "graded on hidden cases" in out
+    assert out.startswith("✓ Exercise 1 (RMSNorm from layer norm)") and "graded on hidden" in out
     assert "expected" not in out and not re.search(r"\d\.\d|\[-?\d", out), out
-
-
-def _centred_sd(x, eps):
-    return (x - x.mean(-1, keepdim=True)) / torch.sqrt(
-        x.var(-1, keepdim=True, unbiased=False) + eps
-    )
 
 
 @pytest.mark.parametrize(
     "fn, message",
     [
-        (lambda x, g, eps=1e-6: g * _centred_sd(x, eps), "subtracted the mean"),
-        (lambda x, g, eps=1e-6: g * x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps),
-         "standard deviation"),
-        (lambda x, g, eps=1e-6: g * x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps),
-         "sum of x"),
-        (lambda x, g, eps=1e-6: g * x / (x.pow(2).mean(-1, keepdim=True) + eps), "square root"),
-        (lambda x, g, eps=1e-6: g * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps),
-         "outside the square root"),
-        (lambda x, g, eps=1e-6: g * x / x.pow(2).mean(-1, keepdim=True).sqrt(), "left eps out"),
-        (lambda x, g, eps=1e-6: _rms_right(x, g), "eps argument"),
-        (lambda x, g, eps=1e-6: _rms_right(x, 1.0, eps), "gain g"),
-        (lambda x, g, eps=1e-6: _rms_right(x, g, eps).float(), "dtype"),
-        (lambda x, g, eps=1e-6: _rms_right(x, g, eps)[..., :-1], "shape"),
-        (lambda x, g, eps=1e-6: g * x / torch.sqrt(x.pow(2).mean(0, keepdim=True) + eps),
-         "one number per token"),
-        (lambda x, g, eps=1e-6: -_rms_right(x, g, eps), "other way"),
+        (_rms_right, "computed by hand"),
+        (lambda x, g, eps=1e-6: nn.functional.rms_norm(x, x.shape[-1:], g, eps), "rms_norm"),
+        (lambda x, g, eps=1e-6: nn.functional.layer_norm(x, x.shape[-1:], g, None, eps),
+         "layer norm of x itself"),
+        (lambda x, g, eps=1e-6: _mirror(x, torch.ones_like(g), eps), "gain g is missing"),
+        (lambda x, g, eps=1e-6: _mirror(x, g), "pass eps on"),
+        (lambda x, g, eps=1e-6: nn.functional.layer_norm(
+            torch.cat([x, torch.zeros_like(x)], -1), (2 * x.shape[-1],), eps=eps)[..., : x.shape[-1]] * g,
+         "not RMSNorm of x"),
+        (lambda x, g, eps=1e-6: _mirror(x, g, eps).float(), "dtype"),
+        (lambda x, g, eps=1e-6: None, "None"),
     ],
+    ids=["by hand", "rms_norm", "LN of x", "no gain", "fixed eps", "zeros", "dtype", "None"],
 )  # fmt: skip
-def test_check_rms_norm_names_the_mistake(fn, message):
-    with pytest.raises(ExerciseFailed, match=message):
-        checks.check_rms_norm(fn)
+def test_check_rms_from_layer_norm_names_the_cause(fn, message):
+    with pytest.raises(ExerciseFailed, match=message) as e:
+        checks.check_rms_from_layer_norm(fn)
+    assert "\n" not in str(e.value)
 
 
-def test_check_rms_norm_does_not_forbid_but_the_grader_does(monkeypatch, tmp_path):
-    """torch's rms_norm passes the visible check (it computes the formula); the records list
-    the names it calls, and l5_ex4's spec forbids them, the course's RMSNorm and layer norm of
-    [x, -x] (which is RMSNorm), so the graded verdict is 0."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from grading.verdicts import judge, read_records
+def _course_mirror(x, g, eps=1e-6):
+    """The course's LayerNorm is written from the formula: its mean and sqrt are seen, refused."""
+    d = x.shape[-1]
+    with torch.random.fork_rng(devices=[]):
+        norm = LayerNorm(2 * d, eps=eps).to(x.dtype)
+    return g * norm(torch.cat([x, -x], dim=-1))[..., :d]
 
-    import helpers.grading as grading
+
+def test_grading_of_05b_exercise_1_honest_variants_full_marks_by_hand_and_rmsnorm_zero(
+    monkeypatch, tmp_path
+):
+    """l5b_ex1 graded as the grader does, on the notebook's hidden cases: the solution and three
+    honest variants (layer norm of a zero-mean token built from x) are right; RMSNorm itself,
+    the formula by hand (its sqrt, mean, pow are refused) and layer norm of x score 0."""
     from helpers import RMSNorm
-    from helpers.grading import record
-
-    def torch_rms(x, g, eps=1e-6):
-        return nn.functional.rms_norm(x, x.shape[-1:], g, eps)
-
-    def module_rms(x, g, eps=1e-6):
-        m = nn.RMSNorm(x.shape[-1], eps=eps, dtype=x.dtype)
-        with torch.no_grad():
-            m.weight.copy_(g)
-        return m(x)
 
     def course_rms(x, g, eps=1e-6):
-        m = RMSNorm(x.shape[-1], eps=eps).to(x.dtype)
+        with torch.random.fork_rng(devices=[]):
+            m = RMSNorm(x.shape[-1], eps=eps).to(x.dtype)
         with torch.no_grad():
             m.weight.copy_(g)
         return m(x)
 
-    def mirrored_ln(x, g, eps=1e-6):
-        d = x.shape[-1]
-        return nn.functional.layer_norm(torch.cat([x, -x], -1), (2 * d,), eps=eps)[..., :d] * g
-
-    def fused(x, g, eps=1e-6):
-        return torch.ops.aten._fused_rms_norm(x, [x.shape[-1]], g, eps)[0]
-
-    checks.check_rms_norm(torch_rms)
-    x, g = 1 + torch.randn(3, 5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
-    logs = {}
-    answers = [("ok", _rms_right), ("F", torch_rms), ("nn", module_rms), ("course", course_rms),
-               ("mirror", mirrored_ln), ("fused", fused)]  # fmt: skip
-    for name, answer in answers:
-        logs[name] = tmp_path / f"{name}.jsonl"
-        monkeypatch.setenv("HELPERS_GRADING_LOG", str(logs[name]))
-        record("l5_ex4", answer, x, g)
-        grading._cases.clear()
-    reference = read_records(logs["ok"])[0]["l5_ex4"]
-    assert judge("l5_ex4", reference, reference).correct
-    for name, _ in answers[1:]:
-        got = read_records(logs[name])[0]["l5_ex4"]
-        assert "error" not in got[0], (name, got)
-        verdict = judge("l5_ex4", reference, got)
-        assert not verdict.correct and "which the exercise forbids" in verdict.message, name
+    cases = _hidden_cases("l5b_ex1_check", "05b_rmsnorm_and_depth.ipynb")
+    assert len(cases) == 3
+    answers = {"solution": _mirror, **RMS_HONEST,
+               "wrong: by hand": _rms_right,
+               "wrong: rsqrt by hand": lambda x, g, eps=1e-6: g * x * torch.rsqrt(
+                   (x * x).sum(-1, keepdim=True) / x.shape[-1] + eps),
+               "wrong: F.rms_norm": lambda x, g, eps=1e-6: nn.functional.rms_norm(
+                   x, x.shape[-1:], g, eps),
+               "wrong: course RMSNorm": course_rms,
+               "wrong: course LayerNorm of [x, -x]": lambda x, g, eps=1e-6: _course_mirror(x, g, eps),
+               "wrong: LN of x": lambda x, g, eps=1e-6: nn.functional.layer_norm(
+                   x, x.shape[-1:], g, None, eps)}  # fmt: skip
+    verdicts = _judge_records("l5b_ex1", tmp_path, monkeypatch, answers, cases)
+    for name, verdict in verdicts.items():
+        assert verdict.correct == (not name.startswith("wrong")), (name, verdict.message)
+    for name in (
+        "wrong: by hand",
+        "wrong: rsqrt by hand",
+        "wrong: F.rms_norm",
+        "wrong: course RMSNorm",
+        "wrong: course LayerNorm of [x, -x]",
+    ):
+        assert "forbids" in verdicts[name].message, (name, verdicts[name].message)
 
 
 def _invariances_right(norm, d_model):
@@ -979,7 +976,7 @@ def test_check_invariances_accepts_right_answer_and_leaves_the_random_stream(cap
     checks.check_invariances(_invariances_right)
     assert torch.equal(state, torch.random.get_rng_state())
     out = capsys.readouterr().out
-    assert "✓ Exercise 5" in out and "RMSNorm" not in out and "True" not in out
+    assert "✓ Exercise 2" in out and "RMSNorm" not in out and "True" not in out
 
 
 @pytest.mark.parametrize(
@@ -1025,7 +1022,7 @@ def test_check_invariances_refuses_a_factor_so_small_that_eps_decides(factor):
 )
 def test_check_invariances_accepts_modest_and_large_factors(shift, factor, capsys):
     checks.check_invariances(_invariances_with(shift, factor))
-    assert capsys.readouterr().out.startswith("✓ Exercise 5")
+    assert capsys.readouterr().out.startswith("✓ Exercise 2")
 
 
 def test_check_invariances_verdict_on_the_factor_agrees_with_the_grade():
@@ -1051,47 +1048,21 @@ def test_check_invariances_verdict_on_the_factor_agrees_with_the_grade():
 def test_check_invariances_passes_the_notebooks_solution(capsys):
     import nbformat
 
-    path = Path(__file__).resolve().parent.parent / "notebooks/05_residuals_and_layer_norm.ipynb"
+    path = Path(__file__).resolve().parent.parent / "notebooks/05b_rmsnorm_and_depth.ipynb"
     nb = nbformat.read(str(path), as_version=4)
-    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "l5_ex5"]
+    (cell,) = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "l5b_ex2"]
     space = {"torch": torch}
     exec(cell.source, space)  # noqa: S102 - the course's own solution cell
     checks.check_invariances(space["invariances"])
-    assert capsys.readouterr().out.startswith("✓ Exercise 5")
+    assert capsys.readouterr().out.startswith("✓ Exercise 2")
 
 
-def test_hidden_cases_of_exercises_4_and_5():
-    """Ex 4: each usual mistake records another value on the hidden cases. Ex 5: the hidden
-    normalizations cover all four answers, so no constant answer scores."""
+def test_hidden_cases_of_05b_exercise_2_need_every_answer():
+    """05b's exercise 2 (exercise 5 before): the hidden normalizations cover all four answers,
+    so no constant answer scores; the block leaves the notebook's random stream alone."""
     from helpers import RMSNorm
 
-    block = _hidden_block("l5_ex4_check").replace(
-        "from helpers.grading import record as _record", ""
-    )
-    wrongs = [
-        lambda x, g, eps=1e-6: g * _centred_sd(x, eps),
-        lambda x, g, eps=1e-6: g * x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps),
-        lambda x, g, eps=1e-6: _rms_right(x, g),
-        lambda x, g, eps=1e-6: _rms_right(x, 1.0, eps),
-        lambda x, g, eps=1e-6: g * x / torch.sqrt(x.var(-1, keepdim=True, unbiased=False) + eps),
-    ]
-    runs = []
-    for answer in (_rms_right, *wrongs):
-        seen = []
-        namespace = {"torch": torch, "rms_norm": answer}
-        namespace["_record"] = lambda exercise, fn, *a, seen=seen, **k: seen.append(
-            fn(*a, **k).detach()
-        )
-        exec(block, namespace)
-        runs.append(seen)
-    assert 2 <= len(runs[0]) <= 4
-    for i, wrong in enumerate(runs[1:]):
-        assert any(
-            not torch.allclose(w.double(), r.double(), rtol=1e-4, atol=1e-5)
-            for w, r in zip(wrong, runs[0], strict=True)
-        ), i
-
-    block = _hidden_block("l5_ex5_check").replace(
+    block = _hidden_block("l5b_ex2_check", "05b_rmsnorm_and_depth.ipynb").replace(
         "from helpers.grading import record as _record", ""
     )
     seen = []
@@ -1101,7 +1072,7 @@ def test_hidden_cases_of_exercises_4_and_5():
     state = torch.random.get_rng_state()
     exec(block, namespace)
     assert torch.equal(state, torch.random.get_rng_state())
-    assert {e for e, _ in seen} == {"l5_ex5"} and 2 <= len(seen) <= 4
+    assert {e for e, _ in seen} == {"l5b_ex2"} and 2 <= len(seen) <= 4
     assert {a for _, a in seen} == {(False, True), (True, True), (True, False), (False, False)}
 
 

@@ -67,9 +67,8 @@ def test_rhythm_sections_present(lesson):
 
 
 #: Core lessons still longer than a sitting (a strict xfail: it fails once the lesson fits, so
-#: the entry must then go). Lesson 5: 139 estimated minutes (C5.6's profiles and C5.8 are to move
-#: to a "Going further" companion).
-TOO_LONG = {5}
+#: the entry must then go). None since lesson 5 moved C5.8 and C5.6's depth sweep to 05b.
+TOO_LONG: set[int] = set()
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,11 @@
-"""Lesson 5 exercise checks: layer norm from the formula, fixing a given residual block (find the
-bug), telling a post-norm gradient curve from a pre-norm one, RMSNorm from the formula (C5.8), and
-finding by experiment which changes of its input a normalization ignores.
+"""Lesson 5 exercise checks: predicting what layer norm makes of a token scaled and shifted
+(C5.3), fixing a given residual block (find the bug), telling a post-norm gradient curve from a
+pre-norm one (C5.6); its companion 05b: RMSNorm from a layer norm (C5.8, transfer) and finding by
+experiment which changes of its input a normalization ignores.
 
 Instant feedback only: the grade comes from hidden tests that record the answers on cases these
 checks never use (``helpers.grading``). Each check tests properties a right answer must have
-(each token's mean and variance, how gamma, beta and eps act; what a pre-norm block does when its
+(layer norm's own output on the tokens the check drew; what a pre-norm block does when its
 sublayer is silent; a classification by the relative signal of C5.6 that follows the
 curves, not their order), prints ``✓ …``
 when they hold and raises :class:`ExerciseFailed` naming the problem when they do not. No
@@ -22,11 +23,13 @@ from ..diagnostics import init_profile
 from ._core import as_tensor, call, fail, passed
 
 __all__ = [
-    "check_layer_norm",
+    "check_layer_norm_prediction",
     "check_fixed_pre_norm",
     "check_post_norm_curve",
-    "check_rms_norm",
+    "check_rms_from_layer_norm",
     "check_invariances",
+    "FORBIDDEN",
+    "FORBIDDEN_MATCHING",
 ]
 
 
@@ -50,112 +53,62 @@ def _close(a, b, tol: float = 1e-4) -> bool:
     return a.shape == b.shape and torch.allclose(a, b, atol=tol, rtol=tol)
 
 
-def _ratio_close(a: torch.Tensor, b: torch.Tensor, rtol: float = 1e-3) -> bool:
-    """``a`` and ``b`` (positive, of any size) equal to a relative ``rtol``."""
-    return a.shape == b.shape and bool(((a - b).abs() <= rtol * b.abs()).all())
+def _torch_layer_norm(x, gamma, beta):
+    """The check's own experiment: torch's layer norm over the last axis, eps = 0, float64."""
+    return nn.functional.layer_norm(x.double(), x.shape[-1:], gamma.double(), beta.double(), 0.0)
 
 
-def _centred(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    return x - x.mean(dim=dim, keepdim=True)
+def _affine_inputs():
+    """Tokens far from mean 0, per-token factors of both signs (none near 0) and shifts."""
+    g = torch.Generator().manual_seed(51)
+    x, gamma, beta = (t.double() for t in _inputs())  # [2, 3, 8], [8], [8]
+    sign = torch.tensor([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]], dtype=torch.float64)[..., None]
+    a = sign * (0.5 + 2.5 * torch.rand(2, 3, 1, generator=g, dtype=torch.float64))  # [2, 3, 1]
+    b = 4.0 * torch.randn(2, 3, 1, generator=g, dtype=torch.float64)  # [2, 3, 1]
+    return x, gamma, beta, a, b
 
 
-def _spread(x: torch.Tensor) -> torch.Tensor:
-    """Each token's mean square deviation over its features (the biased variance), [..., 1]."""
-    return (_centred(x.double()) ** 2).mean(dim=-1, keepdim=True)
-
-
-def _unit(ex, layer_norm, x, eps=None, what="x"):
-    """The student's layer norm of ``x`` with gamma = 1, beta = 0, checked for shape and dtype."""
-    d = x.shape[-1]
-    ones, zeros = torch.ones(d, dtype=x.dtype), torch.zeros(d, dtype=x.dtype)
-    extra = {} if eps is None else {"eps": eps}
-    got = call(ex, layer_norm, x.clone(), ones, zeros, name="layer_norm", **extra)
-    shown = f"layer_norm({what}, gamma=1, beta=0{'' if eps is None else f', eps={eps:g}'})"
-    got = as_tensor(ex, got, name=shown, shape=x.shape, layout="[..., d_model], like x")
-    if got.dtype != x.dtype:
-        fail(ex, f"{shown} returned dtype {got.dtype}; keep the input's dtype {x.dtype}.")
-    return got
-
-
-def check_layer_norm(layer_norm) -> None:
-    """Exercise 1: ``layer_norm(x, gamma, beta, eps=1e-5)``, the formula of the lesson's "The
-    formulas" section, over the last axis, without a normalization function of torch."""
-    ex = "Exercise 1 (layer norm)"
-    x, gamma, beta = _inputs()
-    unit = _unit(ex, layer_norm, x)  # [2, 3, 8]
-    if not _close(unit.double().mean(-1), torch.zeros(x.shape[:-1])):
-        if _close(unit.double().mean(0), torch.zeros(x.shape[1:])):
-            fail(ex, "you normalized across the batch (axis 0), which is batch norm; layer norm "
-                     "uses each token's own features, the last axis.")  # fmt: skip
-        if _close(unit.double().mean(1), torch.zeros(x.shape[0], x.shape[2])):
-            fail(ex, "you normalized across positions (axis 1); layer norm uses each token's own "
-                     "features, the last axis.")  # fmt: skip
-        fail(ex, "with gamma = 1 and beta = 0 each token's output should have mean 0 over its "
-                 "features (the last axis): subtract each token's own mean.")  # fmt: skip
-    var = _spread(x)  # [2, 3, 1] biased variance of each token, float64
-    denominator2 = var / _spread(unit)  # what the answer divided (x - mean) by, squared
-    if not _close(_centred(x.double()), unit.double() * denominator2.sqrt(), 1e-3):
-        fail(ex, "with gamma = 1 and beta = 0 each token's output should be its x - mean divided "
-                 "by one number per token, sqrt(var + eps).")  # fmt: skip
-    if not _ratio_close(denominator2, var + 1e-5):
-        d = x.shape[-1]
-        if _ratio_close(denominator2, var * d / (d - 1) + 1e-5):
-            fail(ex, "you used the unbiased variance (divided by d_model - 1); layer norm divides "
-                     "by d_model: unbiased=False.")  # fmt: skip
-        if _ratio_close(denominator2, torch.ones_like(var)):
-            fail(ex, "you subtracted the mean but did not divide by the standard deviation "
-                     "sqrt(var + eps).")  # fmt: skip
-        fail(ex, "each token's x - mean should be divided by sqrt(var + eps), var the mean of "
-                 "(x - mean)**2 over the token's features; your answer divides by another number.")  # fmt: skip
-    got = call(ex, layer_norm, x.clone(), gamma.clone(), beta.clone(), name="layer_norm")
-    got = as_tensor(
-        ex, got, name="layer_norm(x, gamma, beta)", shape=x.shape, layout="[..., d_model], like x"
-    )
-    if got.dtype != x.dtype:
-        fail(ex, f"layer_norm returned dtype {got.dtype}; keep the input's dtype {x.dtype}.")
-    if not _close(got, gamma * unit + beta):
-        if _close(got, unit):
-            fail(ex, "you did not apply the learned scale gamma and shift beta.")
-        fail(ex, "layer_norm(x, gamma, beta) should be gamma * layer_norm(x, 1, 0) + beta: scale "
-                 "and shift after normalizing, feature by feature.")  # fmt: skip
-    small = _small_variance_inputs()  # float64, variance about 1e-6
-    var = _spread(small)
-    for eps in (None, 1e-3):
-        unit = _unit(ex, layer_norm, small, eps=eps, what="x of variance about 1e-6")
-        eps_value = 1e-5 if eps is None else eps
-        spread = _spread(unit)
-        denominator2 = var / spread if bool((spread > 0).all()) else torch.zeros_like(var)
-        if _ratio_close(denominator2, var + eps_value):
-            continue
-        if _ratio_close(denominator2, (var.sqrt() + eps_value) ** 2):
-            fail(ex, "you added eps outside the square root, sqrt(var) + eps; the formula has it "
-                     "inside, sqrt(var + eps): for a token whose variance is near eps or below "
-                     "the two differ a lot.")  # fmt: skip
-        if _ratio_close(denominator2, var):
-            fail(ex, "you left eps out: divide by sqrt(var + eps), not sqrt(var) (for a token "
-                     "whose variance is near eps or below the two differ a lot).")  # fmt: skip
-        if eps is not None and _ratio_close(denominator2, var + 1e-5):
-            fail(ex, "layer_norm(x, gamma, beta, eps=1e-3) still used eps = 1e-5: use the eps "
-                     "argument, not a fixed number.")  # fmt: skip
-        fail(ex, "for tokens of variance about 1e-6 your answer does not divide by "
-                 "sqrt(var + eps) (is eps where the formula has it?).")  # fmt: skip
-    flat = call(
-        ex, layer_norm, torch.full((1, 4), 2.0), torch.ones(4), torch.zeros(4), name="layer_norm"
-    )
-    if (
-        isinstance(flat, torch.Tensor)
-        and flat.is_floating_point()
-        and not torch.isfinite(flat).all()
-    ):
-        fail(ex, "for a token whose features are all equal (variance 0) layer_norm returned NaN or "
-                 "inf: add eps inside the square root, sqrt(var + eps).")  # fmt: skip
-    flat = as_tensor(ex, flat, name="layer_norm([[2, 2, 2, 2]], 1, 0)", shape=(1, 4))
-    if not _close(flat, torch.zeros(1, 4)):
-        fail(ex, "a token whose features are all equal should come out as beta (here 0): "
-                 "x - mean is 0 for each feature.")  # fmt: skip
-    passed(ex, "each token comes out with mean 0 and variance var / (var + eps) before gamma and "
-               "beta, eps inside the square root (graded on hidden cases; torch's own layer-norm "
-               "functions score 0 there)")  # fmt: skip
+def check_layer_norm_prediction(predict) -> None:
+    """Exercise 1 (predict, then verify; C5.3): ``predict(out, a, b, gamma, beta)`` is given
+    ``out = LN(x)`` (learned ``gamma``, ``beta``, eps = 0) for tokens ``x`` [..., d_model] it
+    does not see, and per-token numbers ``a`` (non-zero) and ``b`` [..., 1]; it returns
+    ``LN(a * x + b)``. The check knows ``x``: it computes LN(a * x + b) itself and compares."""
+    ex = "Exercise 1 (what layer norm keeps)"
+    x, gamma, beta, a, b = _affine_inputs()
+    out = _torch_layer_norm(x, gamma, beta)  # [2, 3, 8]
+    truth = _torch_layer_norm(a * x + b, gamma, beta)  # the experiment: [2, 3, 8]
+    got = call(ex, predict, out.clone(), a.clone(), b.clone(), gamma.clone(), beta.clone(),
+               name="predict_layer_norm")  # fmt: skip
+    got = as_tensor(ex, got, name="predict_layer_norm(out, a, b, gamma, beta)", shape=out.shape,
+                    layout="[..., d_model], like out")  # fmt: skip
+    got = got.double()
+    if _close(got, truth):
+        passed(ex, "on tokens you never saw, with factors of both signs and shifts, your "
+                   "prediction is what layer norm gives (graded on hidden tokens, gains and "
+                   "factors)")  # fmt: skip
+        return
+    positive = (a > 0).expand_as(out)  # [2, 3, 8]: the tokens whose factor is positive
+    if _close(got, a * out + b) or _close(got, a * (out - beta) + beta + b):
+        fail(ex, "you applied a and b to the output, but layer norm sees a * x + b before it "
+                 "normalizes: the shift b goes out with the token's mean, and the factor a is "
+                 "divided out with its standard deviation.")  # fmt: skip
+    if _close(got, a * out) or _close(got, a * (out - beta) + beta):
+        fail(ex, "the factor a does not survive: the standard deviation of a * x is |a| times "
+                 "that of x, so dividing by it cancels |a|; only its sign can remain.")  # fmt: skip
+    if _close(got[positive], truth[positive]) and not _close(got[~positive], truth[~positive]):
+        if _close(got[~positive], out[~positive]):
+            fail(ex, "right for the tokens whose a is positive; for a negative a, a * x - mean "
+                     "points the other way, and dividing by the standard deviation (positive) "
+                     "does not turn it back.")  # fmt: skip
+        if _close(got, torch.sign(a) * out):
+            fail(ex, "the sign of a flips the normalized token, gamma * x_hat, but beta is added "
+                     "after normalizing: it does not flip.")  # fmt: skip
+        fail(ex, "right for the tokens whose a is positive, not for those whose a is negative: "
+                 "what does a negative factor do to x - mean, and to gamma and beta?")  # fmt: skip
+    fail(ex, "not what layer norm gives for a * x + b. Try it: draw a token x, compute "
+             "out = LN(x) and LN(a * x + b) with the lesson's LayerNorm, and compare them for "
+             "a positive and a negative a; then write the rule from out, gamma and beta "
+             "alone.")  # fmt: skip
 
 
 def check_fixed_pre_norm(fixed_pre_norm) -> None:
@@ -276,108 +229,99 @@ def check_post_norm_curve(which_curve_is_post_norm) -> None:
 # ---------------------------------------------------------------- exercise 4: RMSNorm (C5.8)
 
 
-def _mean_square(x: torch.Tensor) -> torch.Tensor:
-    """Each token's mean of x**2 over its features, in float64, [..., 1]."""
-    return x.double().pow(2).mean(dim=-1, keepdim=True)
+#: What 05b's exercise 1 may not call (the grader's list in tools/grading/spec.py is this one):
+#: RMSNorm itself (torch's, the course's) and the arithmetic of its formula, so that the answer
+#: gets the normalization from a layer norm, as the exercise asks
+FORBIDDEN = {
+    "l5b_ex1": (
+        "rms_norm", "rms_norm.default", "_fused_rms_norm", "_fused_rms_norm.default",
+        "helpers.normalization.RMSNorm.forward", "helpers.normalization.RMSNorm.__init__",
+    ),
+}  # fmt: skip
+#: ... and every call whose name starts with one of these (torch functions, Tensor methods and
+#: ATen overloads alike): the square root, powers and the reductions of RMSNorm's formula
+FORBIDDEN_MATCHING = {
+    "l5b_ex1": (
+        r"^_?(sqrt|rsqrt|pow|float_pow|square|mean|sum|nansum|var|std|norm|linalg_vector_norm|"
+        r"frobenius_norm|linalg_norm|exp|log|reciprocal|hypot|cumsum|einsum|matmul|mm|bmm|mv|"
+        r"dot|vdot|inner|tensordot)(\.|$)",
+        r"^__(i|r)?(pow|matmul|truediv|div)__$",
+        r"^(div|true_divide|divide)(\.|_|$)",
+    ),
+}  # fmt: skip
 
 
-def _rms_unit(ex, rms_norm, x, eps=None, what="x"):
-    """The student's RMSNorm of ``x`` with g = 1, checked for shape, dtype and finiteness."""
-    ones = torch.ones(x.shape[-1], dtype=x.dtype)
-    extra = {} if eps is None else {"eps": eps}
-    got = call(ex, rms_norm, x.clone(), ones, name="rms_norm", **extra)
-    shown = f"rms_norm({what}, g=1{'' if eps is None else f', eps={eps:g}'})"
-    got = as_tensor(ex, got, name=shown, shape=x.shape, layout="[..., d_model], like x")
-    if got.dtype != x.dtype:
-        fail(ex, f"{shown} returned dtype {got.dtype}; keep the input's dtype {x.dtype}.")
+def _refused(ex: str, fn, args: tuple, name: str):
+    """Call the answer under the grader's observer; refuse the calls 05b's exercise 1 forbids."""
+    import re
+
+    from ..grading import CallNames
+
+    seen = CallNames()
+    with seen:
+        got = call(ex, fn, *args, name=name)
+    used = sorted(
+        n for n in seen.names
+        if n in FORBIDDEN["l5b_ex1"] or any(re.search(p, n) for p in FORBIDDEN_MATCHING["l5b_ex1"])
+    )  # fmt: skip
+    if used:
+        fail(ex, f"your answer calls {', '.join(used)}: that is RMSNorm computed by hand (or "
+                 f"RMSNorm itself). The exercise is to get it from a layer norm, with only "
+                 f"tensor building (cat, stack, slicing, negation) and the gain's product around "
+                 f"it.")  # fmt: skip
     return got
 
 
-def check_rms_norm(rms_norm) -> None:
-    """Exercise 4: ``rms_norm(x, g, eps=1e-6)``, RMSNorm from its formula (C5.8),
-    ``g * x / sqrt(mean(x**2) + eps)`` over the last axis, without a normalization function of
-    torch or the course's ``RMSNorm``. Properties only: each token is multiplied by one positive
-    number, whose square is 1 / (mean(x**2) + eps); then g scales feature by feature."""
-    ex = "Exercise 4 (RMSNorm)"
-    x, gamma, _ = _inputs()  # x: mean about 3, far from 0
-    x = x.double()
-    unit = _rms_unit(ex, rms_norm, x).double()  # [2, 3, 8]
-    factor = (unit * x).sum(-1, keepdim=True) / (x * x).sum(-1, keepdim=True)  # [2, 3, 1]
-    if not _close(unit, factor * x, 1e-6):
-        if _close(unit.mean(-1), torch.zeros(x.shape[:-1]), 1e-6):
-            fail(ex, "your output has mean 0 for every token: you subtracted the mean, as layer "
-                     "norm does; RMSNorm does not re-centre, it only divides each token by its "
-                     "root mean square.")  # fmt: skip
-        fail(ex, "with g = 1 each token's output should be x itself times one number per token, "
-                 "1 / sqrt(mean(x**2) + eps), the same for all its features.")  # fmt: skip
-    if not bool((factor > 0).all()):
-        fail(ex, "your output points the other way from x (a negative factor): divide by the "
-                 "root mean square, a positive number.")  # fmt: skip
-    ms = _mean_square(x)  # [2, 3, 1]
-    denominator2 = 1 / factor**2  # what the answer divided x by, squared
-    if not _ratio_close(denominator2, ms + 1e-6):
-        d = x.shape[-1]
-        var = _spread(x)
-        if _ratio_close(denominator2, var + 1e-6):
-            fail(ex, "you divided by the standard deviation sqrt(var + eps); RMSNorm divides by "
-                     "the root mean square sqrt(mean(x**2) + eps), with no mean taken out of "
-                     "x**2.")  # fmt: skip
-        if _ratio_close(denominator2, d * ms + 1e-6) or _ratio_close(denominator2, d * ms):
-            fail(ex, "you divided by the square root of the sum of x**2 (the vector's length); "
-                 "RMSNorm uses the mean of x**2 over the features.")  # fmt: skip
-        if _ratio_close(denominator2, (ms + 1e-6) ** 2):
-            fail(ex, "you divided by mean(x**2) + eps itself: take its square root.")
-        fail(ex, "each token should be divided by sqrt(mean(x**2) + eps), the mean over its own "
-                 "features (the last axis); your answer divides by another number.")  # fmt: skip
-    got = call(ex, rms_norm, x.clone(), gamma.double().clone(), name="rms_norm")
-    got = as_tensor(ex, got, name="rms_norm(x, g)", shape=x.shape, layout="[..., d_model], like x")
-    if not _close(got, gamma.double() * unit):
-        if _close(got, unit):
-            fail(ex, "you did not apply the learned gain g.")
-        if _close(got, gamma.double() * unit + gamma.double()) or _close(
-            got, gamma.double() * (unit + 1)
-        ):
-            fail(ex, "you added something after scaling: RMSNorm has a gain g and no bias.")
-        fail(ex, "rms_norm(x, g) should be g * rms_norm(x, 1): scale feature by feature after "
-                 "dividing by the root mean square.")  # fmt: skip
+def check_rms_from_layer_norm(rms_from_layer_norm) -> None:
+    """Lesson 5, Going further (05b), exercise 1 (C5.8, transfer): ``rms_from_layer_norm(x, g,
+    eps=1e-6)`` returns RMSNorm(x) = g * x / sqrt(mean(x**2) + eps) over the last axis, with a
+    layer norm (F.layer_norm, nn.LayerNorm) doing the normalization: no
+    RMSNorm, no square root, power or mean of its own. Compared with torch's own RMSNorm on
+    tokens far from mean 0 and on tokens whose mean square is near eps."""
+    ex = "Exercise 1 (RMSNorm from layer norm)"
+    name = "rms_from_layer_norm"
+    x, gamma, _ = (t.double() for t in _inputs())  # x: mean about 3, far from 0
+    d = x.shape[-1]
+    got = _refused(ex, rms_from_layer_norm, (x.clone(), gamma.clone()), name)
+    got = as_tensor(ex, got, name=f"{name}(x, g)", shape=x.shape, layout="[..., d_model], like x")
+    if got.dtype != x.dtype:
+        fail(ex, f"{name} returned dtype {got.dtype}; keep the input's dtype {x.dtype}.")
+    truth = nn.functional.rms_norm(x, (d,), gamma, 1e-6)  # the check's experiment: [2, 3, 8]
+    if not _close(got, truth):
+        ln = nn.functional.layer_norm(x, (d,), gamma, None, 1e-6)
+        if _close(got, ln):
+            fail(ex, "that is layer norm of x itself: it takes each token's mean out first, and "
+                     "these tokens have a mean far from 0, so it is not RMSNorm. C5.8: the two "
+                     "agree on zero-mean tokens. Which zero-mean token has the same mean square "
+                     "as x and contains x?")  # fmt: skip
+        if _close(got, truth / gamma):
+            fail(ex, "the normalization is right; the gain g is missing (multiply by g after "
+                     "normalizing).")  # fmt: skip
+        ratio = (got / truth).double()
+        if bool((ratio > 0).all()) and _close(ratio, ratio.mean().expand_as(ratio), 1e-6):
+            fail(ex, f"your output is RMSNorm times {ratio.mean().item():.4g} for every feature: "
+                     "did the token you gave layer norm have the same mean square as x (count "
+                     "its features)?")  # fmt: skip
+        fail(ex, "not RMSNorm of x: compare your function with torch.nn.functional.rms_norm on a "
+                 "token of your own, far from mean 0.")  # fmt: skip
     small = 1e-3 * _small_variance_inputs()  # mean(x**2) about 1e-6, near eps
-    ms = _mean_square(small)
-    for eps in (None, 1e-4):
-        eps_value = 1e-6 if eps is None else eps
-        unit = _rms_unit(ex, rms_norm, small, eps=eps, what="x of mean(x**2) about 1e-6").double()
-        factor = (unit * small).sum(-1, keepdim=True) / (small * small).sum(-1, keepdim=True)
-        denominator2 = 1 / factor**2
-        if _ratio_close(denominator2, ms + eps_value):
-            continue
-        if _ratio_close(denominator2, (ms.sqrt() + eps_value) ** 2):
-            fail(ex, "you added eps outside the square root, sqrt(mean(x**2)) + eps; the formula "
-                     "has it inside, sqrt(mean(x**2) + eps): for a token whose mean square is "
-                     "near eps the two differ a lot.")  # fmt: skip
-        if _ratio_close(denominator2, ms):
-            fail(ex, "you left eps out: divide by sqrt(mean(x**2) + eps).")
-        if eps is not None and _ratio_close(denominator2, ms + 1e-6):
-            fail(ex, "rms_norm(x, g, eps=1e-4) still used eps = 1e-6: use the eps argument, not a "
-                     "fixed number.")  # fmt: skip
-        fail(ex, "for tokens whose mean square is about 1e-6 your answer does not divide by "
-                 "sqrt(mean(x**2) + eps) (is eps where the formula has it?).")  # fmt: skip
-    zero = call(ex, rms_norm, torch.zeros(1, 4), torch.ones(4), name="rms_norm")
-    if (
-        isinstance(zero, torch.Tensor)
-        and zero.is_floating_point()
-        and not torch.isfinite(zero).all()
-    ):
-        fail(ex, "for a token of zeros rms_norm returned NaN or inf: add eps inside the square "
-                 "root.")  # fmt: skip
-    zero = as_tensor(ex, zero, name="rms_norm([[0, 0, 0, 0]], 1)", shape=(1, 4))
-    if not _close(zero, torch.zeros(1, 4)):
-        fail(ex, "a token of zeros should come out as zeros: RMSNorm only rescales x.")
-    passed(ex, "each token is x times one positive number, 1 / sqrt(mean(x**2) + eps), then the "
-               "gain g, eps inside the square root, no mean taken out and no bias (graded on "
-               "hidden cases; torch's normalization functions and the course's RMSNorm score 0 "
+    ones = torch.ones(d, dtype=torch.float64)
+    for eps in (1e-6, 1e-4):
+        args = (small.clone(), ones.clone(), eps)
+        got = _refused(ex, rms_from_layer_norm, args, name)
+        got = as_tensor(ex, got, name=f"{name}(x, 1, eps={eps:g})", shape=small.shape,
+                        layout="[..., d_model], like x")  # fmt: skip
+        if not _close(got, nn.functional.rms_norm(small, (d,), ones, eps), 1e-6):
+            fail(ex, f"for tokens whose mean square is about 1e-6, near eps, {name}(x, g, "
+                     f"eps={eps:g}) is not RMSNorm with that eps: pass eps on to the layer norm "
+                     f"(its eps is added to the variance of what it is given, which is what "
+                     f"RMSNorm adds it to if that variance is x's mean square).")  # fmt: skip
+    passed(ex, "RMSNorm from a layer norm, gain and eps included, on tokens far from mean 0 "
+               "(graded on hidden tokens; RMSNorm itself and its formula by hand score 0 "
                "there)")  # fmt: skip
 
 
-# ---------------------------------------------------------------- exercise 5: invariances
+# ------------------------------------------- 05b exercise 2 (exercise 5 before): invariances
 
 
 def _centre(x):
@@ -435,12 +379,12 @@ def _pair(ex, invariances, norm, d_model, what):
 
 
 def check_invariances(invariances) -> None:
-    """Exercise 5 (predict, then verify): ``invariances(norm, d_model)`` returns a pair of bools,
+    """Lesson 5, Going further (05b), exercise 2 (predict, then verify): ``invariances(norm, d_model)`` returns a pair of bools,
     whether ``norm`` gives the same output (to 1e-4) after a constant is added to every feature
     of each token, and after each token is multiplied by a positive number, found by trying it.
     Tried on normalizations of the check's own (not layer norm or RMSNorm), on two widths; one of
     them has an eps, so that a factor so small that eps decides (1e-3) is refused."""
-    ex = "Exercise 5 (invariances)"
+    ex = "Exercise 2 (invariances)"
     with torch.random.fork_rng(devices=[]):  # the caller's random stream is left as it was
         torch.manual_seed(8)
         for what, norm, truth, why in _OWN_NORMS:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The visible checks of these lessons refuse the same calls the grade does: one list, kept there.
-from helpers.checks import depth, generation, position, tying
+from helpers.checks import depth, generation, position, residual, tying
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class Spec:
     same_values: tuple[str, ...] = ()  # module parameters a repair must keep unchanged
 
 
-# Lesson 5's "from the formula" exercises (l5_ex1 layer norm, l5_ex4 RMSNorm): every torch
+# The "RMSNorm from the formula" spec (l5_ex4, below): every torch
 # normalization by pattern (a review found each of these computing the answer: the layer norm
 # of [x, -x] is RMSNorm, so are local_response_norm with beta 1/2, aten's
 # _native_batch_norm_legit.no_stats on [x, -x], F.normalize with an extra column), except the
@@ -53,21 +53,17 @@ SPECS: dict[str, Spec] = {
     # refuse the same names: helpers.checks.position.FORBIDDEN)
     "l4b_ex1": Spec(forbid=position.FORBIDDEN["l4b_ex1"]),
     "l4b_ex2": Spec(forbid=position.FORBIDDEN["l4b_ex2"]),
-    # lesson 5 ex. 1, layer norm from the formula: no normalization function of torch (checked:
-    # nn.LayerNorm, F.layer_norm, torch.layer_norm and aten.layer_norm report "layer_norm";
-    # x - mean under F.rms_norm, x.view(-1, 1, d) under group/instance/batch norm are LN too)
-    "l5_ex1": Spec(
-        forbid=tuple(
-            f"{prefix}{name}_norm{overload}"
-            for name in ("layer", "group", "instance", "batch", "rms")
-            for prefix in ("", "native_")
-            for overload in ("", ".default")
-        )
-        + _COURSE_NORMS,
-        forbid_matching=_TORCH_NORMS,
+    # lesson 5: ex 1 predicts layer norm's output (no x to compute it from: nothing forbidden),
+    # ex 2 and 3 the defaults. Its companion 05b: ex 1 gets RMSNorm from a layer norm: RMSNorm
+    # itself and its formula's arithmetic are refused (helpers.checks.residual.FORBIDDEN and
+    # FORBIDDEN_MATCHING, which the visible check refuses too); ex 2 (bools) the defaults
+    "l5b_ex1": Spec(
+        forbid=residual.FORBIDDEN["l5b_ex1"],
+        forbid_matching=residual.FORBIDDEN_MATCHING["l5b_ex1"],
     ),
-    # lesson 5 ex. 4, RMSNorm from the formula (C5.8): the same list (checked: nn.RMSNorm,
-    # F.rms_norm, torch.rms_norm and aten.rms_norm report "rms_norm"; layer_norm of [x, -x] is
+    # RMSNorm from the formula (lesson 5's exercise 4 until its companion 05b took C5.8; no
+    # notebook uses it now: tests/test_grading.py's synthetic lesson grades under it): the
+    # list of the torch normalizations (checked: nn.RMSNorm, F.rms_norm, torch.rms_norm and aten.rms_norm report "rms_norm"; layer_norm of [x, -x] is
     # RMSNorm too), aten's _fused_rms_norm, and the course's own RMSNorm (seen by the profiler)
     "l5_ex4": Spec(
         forbid=tuple(
