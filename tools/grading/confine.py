@@ -5,9 +5,10 @@
 nbgrader's autograder (through :class:`grading.execute.ConfinedExecute`) starts this in place of
 the plain kernel. The environment names two files in a folder private to the grader, which the
 sandbox does not contain: ``GRADING_STARTUP`` (what the grader tells the recorder: the channel's
-key, the seeds, the hidden tests) and ``GRADING_RECORDS`` (the channel; created here, new,
-append-only). Both are opened here, outside the sandbox, and passed to the kernel as open file
-descriptors (``helpers._grading_kernel``); the notebook's code never has their paths. The kernel,
+key, the seeds, the hidden tests) and ``GRADING_RECORDS`` (the channel: a Unix socket the grader
+listens on, ``grading.channel``). Both are opened here, outside the sandbox, and passed to the
+kernel as open file descriptors (``helpers._grading_kernel``); the notebook's code never has their
+paths. The kernel,
 and so the student's code, runs:
 
 * as the unprivileged user ``nobody`` in a user namespace of its own, with no capabilities;
@@ -37,6 +38,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import socket
 import stat
 import sys
 from pathlib import Path
@@ -65,13 +67,19 @@ def _ro_binds() -> list[str]:
 
 
 def open_channel(startup: str, records: str) -> tuple[int, int]:
-    """Open the startup file (read, a regular file, no symlink) and create the records file
-    (new, append-only, mode 0600, no symlink): both in the grader's private folder."""
+    """Open the startup file (read, a regular file, no symlink) and connect to the records
+    channel (the Unix socket the grader listens on, ``grading.channel.Receiver``): both in the
+    grader's private folders. What the kernel writes to the socket has left the sandbox: it
+    cannot be read back, rewritten or truncated from inside."""
     fd_in = os.open(startup, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     if not stat.S_ISREG(os.fstat(fd_in).st_mode):
         raise SystemExit(f"confine: {startup} is not a regular file")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd_out = os.open(records, flags, 0o600)
+    if not stat.S_ISSOCK(os.lstat(records).st_mode):
+        raise SystemExit(f"confine: {records} is not the grader's socket")
+    channel = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel.connect(records)
+    channel.shutdown(socket.SHUT_RD)  # the kernel only writes
+    fd_out = channel.detach()
     for fd in (fd_in, fd_out):
         os.set_inheritable(fd, True)
     return fd_in, fd_out

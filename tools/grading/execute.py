@@ -5,7 +5,11 @@ instructor's source for the reference): the cells :mod:`plan` keeps, in order, i
 started by ``confine.py`` from a folder private to this process (:mod:`channel`); each check
 cell's visible part and its hidden tests are sent as two requests, so that the hidden tests run
 whatever the visible check did, and their outputs are kept out of the notebook (the feedback and
-the autograded notebook never show them). The records come back through the channel only.
+the autograded notebook never show them). The records come back through the channel only
+(:class:`channel.Receiver`, a socket): after each request completes, what arrived during it is
+labelled with it, and only what arrived during a hidden-test request can count as a case, so
+nothing the notebook's code does afterwards (a cell added at the end, a hook, the kernel's
+shutdown) changes a record already taken.
 
 :class:`ConfinedExecute` puts :func:`run` in nbgrader's autograde pipeline in place of nbgrader's
 ``Execute`` (the course's ``nbgrader_config.py`` configures it), so that ``nbgrader autograde``,
@@ -146,8 +150,10 @@ def run(
     # has no network); a short path, as a Unix socket's path holds at most 107 bytes
     sockets = Path(tempfile.mkdtemp(prefix="grading-ipc-", dir=_short_tmp()))
     outcome = Outcome(channel.Records(), plan.skipped)
+    receiver = None
     try:
         channel.write_startup(box, not seeds, seeds, list(hidden.values()))
+        receiver = channel.Receiver(box)
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
         env.update(
             GRADING_STARTUP=str(box.startup),
@@ -189,15 +195,20 @@ def run(
                         continue
                     grade_id = _nbg(cell).get("grade_id")
                     if _nbg(cell).get("grade") and grade_id in hidden:
-                        _run_check_cell(client, cell, index, hidden[grade_id], outcome)
+                        _run_check_cell(client, cell, index, hidden[grade_id], outcome, receiver)
                     else:
-                        client.execute_cell(cell, index)
+                        try:
+                            client.execute_cell(cell, index)
+                        finally:
+                            receiver.mark("cell", f"cell {index}")
         except DeadKernelError as e:
             outcome.problems.append(f"the kernel died ({str(e).splitlines()[0][:120]})")
         except Exception as e:  # noqa: BLE001 - a kernel that would not start, a timeout ...
             outcome.problems.append(f"the notebook could not be run: {type(e).__name__}: {e}"[:300])
-        outcome.records = channel.read(box)
+        outcome.records = receiver.records()
     finally:
+        if receiver is not None:
+            receiver.close()
         box.remove()
         shutil.rmtree(sockets, ignore_errors=True)
     outcome.seconds = time.perf_counter() - start
@@ -300,15 +311,22 @@ def _alive(client, index: int) -> None:
         raise DeadKernelError(f"the kernel had died before cell {index}")
 
 
-def _run_check_cell(client, cell, index: int, hidden: str, outcome: Outcome) -> None:
+def _run_check_cell(client, cell, index: int, hidden: str, outcome: Outcome, receiver) -> None:
     """The visible part, then the instructor's hidden tests as their own request (their outputs
-    kept aside, never in the notebook)."""
+    kept aside, never in the notebook); the channel marked after each (only the second's cases
+    count)."""
     visible, _ = split_hidden(cell.source)
     shown = nbformat.v4.new_code_cell(visible)
-    client.execute_cell(shown, index)
+    try:
+        client.execute_cell(shown, index)
+    finally:
+        receiver.mark("cell", f"cell {index}, the visible check")
     _alive(client, index)
     secret_part = nbformat.v4.new_code_cell(hidden)
-    client.execute_cell(secret_part, index, store_history=False)
+    try:
+        client.execute_cell(secret_part, index, store_history=False)
+    finally:
+        receiver.mark(channel.HIDDEN, _nbg(cell).get("grade_id", f"cell {index}"))
     client.nb.cells[index] = (
         cell  # nbclient puts the cell it ran in the notebook: the real one back
     )
