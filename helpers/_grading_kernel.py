@@ -7,8 +7,13 @@ kernel, with two file descriptors open and named in the environment:
 
 * ``HELPERS_GRADING_STARTUP_FD``: what the grader tells the recorder (the channel's key, the
   seeds of the hidden cases, the hidden tests' sources), read once here and closed;
-* ``HELPERS_GRADING_RECORDS_FD``: the channel, a file the grader created outside the sandbox's
-  view; the recorder appends signed lines to it.
+* ``HELPERS_GRADING_RECORDS_FD``: the channel, a socket connected to the grader outside the
+  sandbox (``tools/grading/channel.py``); the recorder writes signed lines to it, which cannot be
+  read back, rewritten or truncated from inside.
+
+The recorder is told when the kernel is about to run its first request (IPython's
+``pre_execute``, once): the Python threads alive then are the kernel's own, and any other one
+alive at a hidden case marks it as run in another thread (``helpers.grading.ANOTHER_THREAD``).
 
 Both variables are removed from the environment before the kernel starts, and the startup
 descriptor is closed, so the notebook's code never sees what the grader sent.
@@ -45,12 +50,22 @@ def main() -> None:
 
     from helpers import grading
 
-    grading._seal(config, records)
+    ready = grading._seal(config, records)
     del config
 
-    from ipykernel import kernelapp
+    from ipykernel.kernelapp import IPKernelApp
 
-    kernelapp.launch_new_instance(argv=sys.argv[1:])
+    app = IPKernelApp.instance()
+    app.initialize(sys.argv[1:])
+
+    def first_request(*_args):
+        # the kernel's own threads (heartbeat, IOPub, control, ...) are all running by now, and
+        # no notebook code has run yet: the recorder takes them as the kernel's
+        app.shell.events.unregister("pre_execute", first_request)
+        ready()
+
+    app.shell.events.register("pre_execute", first_request)
+    app.start()
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ only the grader reads:
   functions it called (``sys.setprofile``; a course function's own internals are not counted:
   course helpers an exercise allows are allowed at any depth), calls into libraries that hold
   answers (:data:`THIRD_PARTY`), and markers for what cannot be seen into: another thread
-  (:data:`ANOTHER_THREAD`), ``torch.compile`` (:data:`COMPILED`), TorchScript
+  (:data:`ANOTHER_THREAD`: a thread started while the answer runs, or any Python thread the
+  notebook started alive when a case begins or ends), ``torch.compile`` (:data:`COMPILED`), TorchScript
   (:data:`TORCHSCRIPT`);
 * **the inputs**, as a digest (:func:`fingerprint`) taken before the answer runs: a hidden case
   whose inputs differ from the instructor's run (a class or function the hidden test uses was
@@ -179,6 +180,9 @@ def _dependencies() -> dict:
         addaudithook=sys.addaudithook,
         threading_setprofile=threading.setprofile,
         get_ident=_thread.get_ident,
+        current_frames=sys._current_frames,
+        thread_count=_thread._count,
+        thread_starters=(_thread.start_new_thread, getattr(_thread, "start_joinable_thread", None)),
         allocate_lock=_thread.allocate_lock,
         main_ident=threading.main_thread().ident,
         os_write=os.write,
@@ -280,6 +284,8 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     THIS, THIRD = d["this_module"], d["third_party"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
     _modules = d["modules"]
+    STARTERS = _tuple(f for f in d["thread_starters"] if f is not None)
+    _thread_count = d["thread_count"]
     DYNAMO = TORCH + "_dynamo/"
     JIT_GLUE = (TORCH + "jit/", TORCH + "compiler/")  # TorchScript's way in, when it runs
     DISPATCH_GLUE = (TORCH + "_library/", TORCH + "_ops.py")
@@ -398,7 +404,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     # --- the observers ------------------------------------------------------------------------
     # one observation at a time per machinery (nested ones share it); ``inside`` counts the
     # modes' own handlers running (torch takes a mode off its stack while its handler runs)
-    state = {"names": None, "problems": None, "depth": 0}
+    state = {"names": None, "problems": None, "depth": 0, "threads": 0}
     inside = [0]
 
     def note(name):
@@ -503,6 +509,8 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                     return  # torch's dispatcher, running its Python glue with a mode set aside
             check(frame.f_back)
         elif event == "c_call" or event == "c_return":
+            if (event == "c_call" and arg in STARTERS) or _thread_count() > state["threads"]:
+                note(ANOTHER)  # a thread started by the answer (threading's, or _thread's own)
             check(frame)
         elif event == "return":
             kind = kind_of(frame.f_code)[0]
@@ -533,6 +541,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         modes["fm"], modes["dm"] = fm, dm
         modes["vars"] = {_id(fm): _list(_vars(fm).items()), _id(dm): _list(_vars(dm).items())}
         state["names"], state["problems"] = names, problems
+        state["threads"] = _thread_count()  # more while the answer runs: it started one
         _push_tf(fm)
         _push_dm(dm)
         _thread_setprofile(thread_profile)
@@ -890,6 +899,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     _bool, _Random = d["bool"], d["Random"]
     _compile, _BaseException, _Exception = d["compile"], d["BaseException"], d["Exception"]
     _getframe, _get_ident, _write = d["getframe"], d["get_ident"], d["os_write"]
+    _current_frames = d["current_frames"]
     _hmac, _main, _getpid = d["hmac_digest"], d["main_ident"], d["getpid"]
     _Module, _Interactive = d["ast_Module"], d["ast_Interactive"]
     ONLY_AST, AWAIT = d["only_ast"], d["top_level_await"]
@@ -975,6 +985,35 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
             frame = frame.f_back
         return None if frame is None else frame.f_back
 
+    # --- other threads ----------------------------------------------------------------------
+    # The observers (sys.setprofile, torch's modes) see the thread that runs the answer only. A
+    # Python thread the notebook started (threading, _thread, an executor), alive when a case
+    # begins or ends, could do the answer's work unseen: the case is marked ANOTHER_THREAD. The
+    # kernel's own threads (heartbeat, IOPub, control ...) are Python threads too: they are the
+    # ones alive when the kernel is about to run its first request, before any notebook code
+    # (:func:`kernel_ready`, called once by helpers._grading_kernel). Threads torch starts in C++
+    # have no Python frame and are not counted (they run no notebook code).
+    kernel_threads = _set()
+    ready = [False]
+
+    def kernel_ready():
+        if ready[0]:
+            return  # once, before the notebook's first request; later calls change nothing
+        ready[0] = True
+        kernel_threads.update(_current_frames())
+
+    def other_threads():
+        if not ready[0]:
+            return False
+        me = _get_ident()
+        return any_of(i != me and i not in kernel_threads for i in _current_frames())
+
+    def any_of(items):
+        for item in items:
+            if item:
+                return True
+        return False
+
     def do_record(exercise, answer, args, kwargs, frame):
         if _type(exercise) is not _str:
             flag("record() was given an exercise that is not a str")
@@ -988,7 +1027,10 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
             return None
         entry = {"kind": "case", "exercise": exercise, "case": case}
         entry["inputs"] = fingerprint(args, kwargs)
+        before = other_threads()
         result, error, calls, problems = observe(answer, args, kwargs)
+        if (before or other_threads()) and ANOTHER not in calls:
+            calls.append(ANOTHER)
         entry["calls"] = calls
         if problems:
             entry["problems"] = problems
@@ -1120,7 +1162,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
 
     generator = [None]
     add_codes(emit, flag, trusted_codes, caller, do_record, do_seed, user_caller, ours, on_audit,
-              hook)  # fmt: skip
+              hook, kernel_ready, other_threads, any_of)  # fmt: skip
     send = yield None  # the first send: this generator's own send
 
     def record(exercise, answer, /, *args, _send=send, **kwargs):
@@ -1138,7 +1180,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         rng = _send(("cases", exercise, default))
         return default if rng is None else draw(rng)
 
-    exposed.update({record, hidden_seed, hidden_cases})
+    exposed.update({record, hidden_seed, hidden_cases, kernel_ready})
     generator[0] = _getattr(send, "__self__", None)
     add_codes(record, hidden_seed, hidden_cases)
     entry_codes = {
@@ -1147,7 +1189,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         "cases": hidden_cases.__code__,
     }
     d["addaudithook"](hook)
-    request = yield (record, hidden_seed, hidden_cases)
+    request = yield (record, hidden_seed, hidden_cases, kernel_ready)
     while True:
         response = None
         try:
@@ -1165,16 +1207,19 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         request = yield response
 
 
-def _seal(config: dict, fd: int) -> None:
+def _seal(config: dict, fd: int) -> Callable[[], None]:
     """Seal this module (the grading kernel calls this before any notebook code): ``record`` and
     ``hidden_seed`` become the entry points of the sealed recorder (:func:`_sentinel`), which
     signs every case and flag with ``config["key"]`` and writes it to the file descriptor
     ``fd``. ``config``: ``key`` (hex), ``public`` (no instructor's secret: the notebook's own
     defaults), ``seeds`` ({exercise: int}), ``hidden`` (the sources of the hidden tests, as the
-    grader sends them)."""
+    grader sends them). Returns the recorder's ``kernel_ready``, which the grading kernel calls
+    once, just before its first request runs: the Python threads alive then are the kernel's own
+    (see :func:`_sentinel`)."""
     global record, hidden_seed, hidden_cases
     d = _dependencies()
     m = _machinery(d)
     gen = _sentinel(d, m, config, fd)
     next(gen)
-    record, hidden_seed, hidden_cases = gen.send(gen.send)
+    record, hidden_seed, hidden_cases, ready = gen.send(gen.send)
+    return ready
