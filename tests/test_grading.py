@@ -122,6 +122,63 @@ def test_review_lists_each_kind_of_reach():
     assert rv.review(clean, instructor) == []
 
 
+def test_review_lists_code_carried_as_data():
+    instructor = nbformat.v4.new_notebook()
+    instructor.cells = [nbformat.v4.new_code_cell("from helpers.checks import audit as checks")]
+    cheats = {
+        "import base64, pickle\npickle.loads(base64.b64decode(b'gASV'))": "unpickling",
+        "import zlib, marshal\ncode = marshal.loads(zlib.decompress(b'x'))": "decompress into loads",
+        "import codecs\nexec(codecs.decode('cevag(1)', 'rot13'))": "decode into exec",
+        "exec(bytes.fromhex('7072696e742831 29').decode())": "decode into exec",
+        "class P:\n    def __reduce__(self):\n        return (print, ('x',))": "unpickling",
+        "g = __import__('helpers.' + 'grading')": "importlib",
+        "from importlib import import_module\ng = import_module('helpers.' + 'grading')": "importlib",
+    }
+    for source, reason in cheats.items():
+        nb = nbformat.v4.new_notebook()
+        cell = nbformat.v4.new_code_cell(source)
+        cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
+        nb.cells = [cell]
+        found = rv.review(nb, instructor)
+        assert any(reason in f.reason for f in found), (source, found)
+    # text decoded for printing, a tokenizer's decode: nothing
+    clean = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell(
+        "def f(tok, ids):\n    text = tok.decode(ids)\n    return text.encode().decode('utf-8')"
+    )
+    cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
+    clean.cells = [cell]
+    assert rv.review(clean, instructor) == []
+
+
+def test_channel_keeps_only_the_cases_that_arrived_during_hidden_tests():
+    """A check of the code: channel.parse cuts the stream by the grader's marks; a case outside
+    a hidden-test request is ignored and reported, a flag counts wherever it arrived."""
+    import hmac as _hmac
+
+    from grading import channel
+
+    key = b"k" * 32
+
+    def line(entry):
+        body = json.dumps(entry)
+        return (_hmac.digest(key, body.encode(), "sha256").hex() + " " + body + "\n").encode()
+
+    a = line({"kind": "case", "exercise": "x", "case": 0, "seq": 0})
+    b = line({"kind": "flag", "reason": "gc", "seq": 1})
+    c = line({"kind": "case", "exercise": "x", "case": 0, "seq": 2})
+    data = a + b + c
+    segments = [
+        (channel.HIDDEN, "x_check", 0, len(a)),
+        ("cell", "cell 9", len(a), len(data)),
+    ]
+    got = channel.parse(data, segments, key)
+    assert [e["seq"] for e in got.entries] == [0, 1]
+    assert got.problems == [
+        "1 case record(s) arrived outside the hidden tests (cell 9) and were ignored"
+    ]
+
+
 # ---- a course built from a small notebook, autograded with the documented commands ------------
 LESSON = Lesson(99, "synthetic exercise", "synthetic.ipynb", (), None, "synthetic")
 SOLUTION = "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION"
@@ -147,6 +204,66 @@ CHECK2 = (
     "### END HIDDEN TESTS"
 )
 MARK = "cw-cheat-daemon"
+
+#: What a cheat puts in a cell the student adds after the last check cell.
+LAST_CELL = "\n# --- a cell added at the end ---\n"
+#: Re-sign every hidden case as right with the sealed recorder's own key and converters.
+FORGE = (
+    "import gc, hmac, os\n"
+    "def _forge():\n"
+    "    gen = next(o for o in gc.get_objects() if type(o).__name__ == 'generator' and o.__name__ == '_sentinel')\n"
+    "    f = gen.gi_frame.f_locals\n"
+    "    lines = []\n"
+    "    def fake(exercise, answer, *args, **kwargs):\n"
+    "        x = args[0]\n"
+    "        value = 2 * x if exercise == 's_ex1' else x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6)\n"
+    "        case = sum(1 for e in lines if e['exercise'] == exercise)\n"
+    "        lines.append({'kind': 'case', 'exercise': exercise, 'case': case,\n"
+    "                      'inputs': f['fingerprint'](args, kwargs), 'calls': [], 'value': f['plain'](value)})\n"
+    "    for source in f['hidden_sources']:\n"
+    "        exec(source, {**globals(), 'record': fake})\n"
+    "    try:\n"
+    "        os.ftruncate(f['fd'], 0)\n"
+    "        start = 0\n"
+    "    except OSError:  # a channel that cannot be truncated: continue its numbering\n"
+    "        start = f['seq'][0]\n"
+    "    for seq, entry in enumerate(lines, start):\n"
+    "        entry['seq'] = seq\n"
+    "        body = f['to_json'](entry)\n"
+    "        mac = hmac.digest(f['key'], body.encode(), 'sha256').hex()\n"
+    "        os.write(f['fd'], (mac + ' ' + body + '\\n').encode())\n"
+    "    f['seq'][0] = start + len(lines)\n"
+)
+
+
+def _wrapped_worker():
+    """The worker-thread cheat, pickled (a reduce that runs exec) and marshalled (a code object)."""
+    import base64
+    import marshal
+    import pickle
+    import zlib
+
+    source = (
+        "import queue, threading\nimport torch.nn.functional as F\n"
+        "_jobs, _done = queue.Queue(), queue.Queue()\n"
+        "def _work():\n    while True:\n        x = _jobs.get()\n"
+        "        _done.put(F.rms_norm(x, (x.shape[-1],), eps=1e-6))\n"
+        "threading.Thread(target=_work, daemon=True).start()\n"
+        "def _rms(x):\n    _jobs.put(x)\n    return _done.get()\n"
+    )
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, (source,))  # no globals given: the caller's, the notebook's
+
+    pickled = base64.b64encode(pickle.dumps(Payload())).decode()
+    # the marshalled function: runs the source in the notebook's globals
+    body = compile(f"def _install():\n    exec({source!r}, globals())\n", "<x>", "exec")
+    install = next(c for c in body.co_consts if hasattr(c, "co_code"))
+    return pickled, zlib.compress(marshal.dumps(install))
+
+
+PICKLED, MARSHALLED = _wrapped_worker()
 
 CHEATS = {
     # every check_* name prints "passed"
@@ -219,6 +336,43 @@ CHEATS = {
     # the hidden test's inputs replaced: torch.tensor makes zeros, the answer returns zeros
     "replace_inputs": "_tensor = torch.tensor\ntorch.tensor = lambda *a, **k: _tensor(*a, **k) * 0\n"
     "def double(x):\n    return torch.zeros_like(x)",
+    # --- records rewritten after their cases (the key, the channel and the hidden tests' sources
+    # found through the garbage collector in the sealed recorder's frame, and every case re-signed
+    # as right): in a cell added after the last check, and during the hidden tests themselves
+    # (IPython's post_run_cell hook runs inside the hidden tests' request)
+    "rewrite_after_cases": "def double(x):\n    return x\n\n"
+    "import torch.nn.functional as F\ndef rms(x):\n    return F.rms_norm(x, (x.shape[-1],), eps=1e-6)\n"
+    + LAST_CELL
+    + FORGE
+    + "_forge()",
+    "rewrite_during_hidden_tests": "def double(x):\n    return x\n\n"
+    "import torch.nn.functional as F\ndef rms(x):\n    return F.rms_norm(x, (x.shape[-1],), eps=1e-6)\n"
+    + FORGE
+    # the hook acts in the hidden tests' request only (the name split, so not in this cell's own)
+    + 'def _after(result):\n    if "record(\'l5_" + "ex4\'" in result.info.raw_cell:\n'
+    "        _forge()\n"
+    "get_ipython().events.register('post_run_cell', _after)",
+    # --- a worker thread started by the solution cell: the answer only hands work to it
+    "worker_thread": "import queue, threading\nimport torch.nn.functional as F\n"
+    "_jobs, _done = queue.Queue(), queue.Queue()\n"
+    "def _work():\n    while True:\n        x = _jobs.get()\n"
+    "        _done.put(F.rms_norm(x, (x.shape[-1],), eps=1e-6))\n"
+    "threading.Thread(target=_work, daemon=True).start()\n"
+    "def rms(x):\n    _jobs.put(x)\n    return _done.get()",
+    # ... the same with the low-level _thread (no threading.Thread object, no threading hook)
+    "raw_thread": "import queue, _thread\nimport torch.nn.functional as F\n"
+    "_jobs, _done = queue.Queue(), queue.Queue()\n"
+    "def _work():\n    while True:\n        x = _jobs.get()\n"
+    "        _done.put(F.rms_norm(x, (x.shape[-1],), eps=1e-6))\n"
+    "_thread.start_new_thread(_work, ())\n"
+    "def rms(x):\n    _jobs.put(x)\n    return _done.get()",
+    # --- the worker-thread cheat wrapped so that its source shows none of it
+    "pickled_code": "import base64, pickle\n"
+    f"pickle.loads(base64.b64decode({PICKLED!r}))\n"
+    "def rms(x):\n    return _rms(x)",
+    "compressed_code": "import zlib, marshal, types\n"
+    f"types.FunctionType(marshal.loads(zlib.decompress({MARSHALLED!r})), globals())()\n"
+    "def rms(x):\n    return _rms(x)",
 }
 
 # Honest answers written another way: full marks (and nothing on the review list)
@@ -241,6 +395,8 @@ def _submission(release_nb, cheat: str | None = None, answer: str | None = None)
     that defines ``rms`` goes in the second solution cell, the first keeps its stub."""
     nb = nbformat.reads(nbformat.writes(release_nb), as_version=4)
     text = answer if answer is not None else CHEATS[cheat]
+    text, *added = text.split(LAST_CELL)
+    nb.cells += [nbformat.v4.new_code_cell(a) for a in added]  # cells added after the last check
     cells = [c for c in nb.cells if c.get("metadata", {}).get("nbgrader", {}).get("solution")]
     if answer is None and "def rms" in text:
         cells[1].source = text
@@ -421,10 +577,52 @@ def test_grading_cheats_are_on_the_review_list(synthetic):
     for cheat in ("rebind_checks", "patch_allclose", "tensor_subclass", "input_transformer",
                   "frame_reading", "forged_records", "detached_process", "symlinks",
                   "deep_chain", "torchscript", "observers_off", "replace_recorder",
-                  "write_channel", "replace_inputs"):  # fmt: skip
+                  "write_channel", "replace_inputs", "rewrite_after_cases",
+                  "rewrite_during_hidden_tests", "worker_thread", "raw_thread", "pickled_code",
+                  "compressed_code"):  # fmt: skip
         assert f"  {cheat}  " in review, (cheat, review)
     for honest in ("instructor", "wrong", "warns", "blank", *HONEST):
         assert f"  {honest}  " not in review, (honest, review)
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_records_written_after_a_case_are_not_trusted(synthetic):
+    """The sealed recorder's key, descriptor and converters taken through the garbage collector,
+    every case re-signed as right: after the last check (a cell the student added) and inside
+    the hidden tests' own request (IPython's post_run_cell hook). What arrived during each
+    hidden-test request is what counts; the rewrite is reported, and the honest notebooks of the
+    same run keep full marks."""
+    lines = _score_lines(synthetic["out"].stdout)
+    for cheat in ("rewrite_after_cases", "rewrite_during_hidden_tests"):
+        assert lines[cheat].startswith(f"{cheat}: 0/4"), synthetic["out"].stdout
+    for honest in ("instructor", *HONEST):
+        assert lines[honest].startswith(f"{honest}: 4/4"), synthetic["out"].stdout
+    logs = synthetic["course"] / ".grading" / "log" / "lesson99"
+
+    def logged(student):
+        return json.loads((logs / f"{student}.json").read_text(encoding="utf-8"))
+
+    after = logged("rewrite_after_cases")  # re-signed, numbered on: arrived after the checks
+    assert any("outside the hidden tests" in p for p in after["problems"]), after
+    during = logged("rewrite_during_hidden_tests")  # taken, but after the flags it raised
+    assert "gc.get_objects" in " ".join(during["flags"]), during
+    for honest in ("instructor", *HONEST):
+        assert not logged(honest)["problems"] and not logged(honest)["flags"], logged(honest)
+
+
+@needs_bwrap
+@pytest.mark.slow
+def test_a_thread_the_solution_cell_started_is_seen_at_each_case(synthetic):
+    """A worker thread (threading, or _thread's own) started when the solution cell runs; the
+    answer only hands it the work: every case is marked as run in another thread, and the
+    exercise, which forbids torch's normalizations, scores 0. The kernel's own threads do not
+    count: the honest answers keep full marks."""
+    lines = _score_lines(synthetic["out"].stdout)
+    for cheat in ("worker_thread", "raw_thread", "pickled_code", "compressed_code"):
+        assert lines[cheat].startswith(f"{cheat}: 0/4"), synthetic["out"].stdout
+    for honest in ("instructor", *HONEST):
+        assert lines[honest].startswith(f"{honest}: 4/4"), synthetic["out"].stdout
 
 
 @needs_bwrap

@@ -24,6 +24,11 @@ added or changed), IPython's magics and shell escapes turned into Python first, 
 * **computed names and code**: ``getattr``/``setattr`` with a name that is not a literal (the name
   built from pieces, ``"set" + "profile"``), ``exec``/``eval``/``compile``, ``__import__``,
   ``importlib``, ``globals()``; and string literals naming any of the above;
+* **code carried as data**: ``pickle`` (and ``dill``, ``cloudpickle``, ``shelve``, a class
+  defining ``__reduce__``: unpickling calls whatever the data names), ``marshal`` (code objects
+  from bytes), and any call that decodes (base64, ``codecs``, ``zlib``/``bz2``/``lzma``,
+  ``binascii``, ``bytes.fromhex``, an unpickler) fed to ``exec``/``eval``/``compile``, a code
+  object, an unpickler or an import;
 * imports of ``helpers.checks``, ``helpers.grading`` or ``helpers._grading_kernel``.
 
 What the list cannot promise: it reads the source, so code that builds its source at run time
@@ -83,7 +88,22 @@ REACHES = {
     "link": "hard links", "environ": "environment variables", "putenv": "environment variables",
     "sqlite3": "a database", "socket": "sockets", "write_text": "files", "write_bytes": "files",
     "transformers": "a library that holds answers (Hugging Face transformers)",
+    # code carried as data: unpickling calls whatever the data names, marshal gives code objects
+    "pickle": "unpickling (runs whatever the data names)", "_pickle": "unpickling (runs whatever the data names)",
+    "cPickle": "unpickling (runs whatever the data names)", "dill": "unpickling (runs whatever the data names)",
+    "cloudpickle": "unpickling (runs whatever the data names)", "shelve": "unpickling (runs whatever the data names)",
+    "copyreg": "unpickling (runs whatever the data names)", "marshal": "code objects from bytes (marshal)",
+    "__reduce__": "unpickling (runs whatever the data names)", "__reduce_ex__": "unpickling (runs whatever the data names)",
+    "import_module": "importlib",
 }  # fmt: skip
+#: Calls that decode data (the last name of the called chain): fed to exec, eval, compile, a
+#: code object or an unpickler, the code that runs is not in the cell.
+DECODERS = {"b64decode", "b32decode", "b16decode", "a85decode", "b85decode", "urlsafe_b64decode",
+            "standard_b64decode", "decodebytes", "decompress", "unhexlify", "a2b_base64", "a2b_hex",
+            "fromhex", "decode", "loads", "load", "unquote", "unquote_to_bytes"}  # fmt: skip
+#: Calls that run (or load) code given as a value.
+RUNNERS = {"exec", "eval", "compile", "loads", "load", "FunctionType", "CodeType",
+           "import_module", "__import__"}  # fmt: skip
 #: Attribute chains listed only with a particular owner (``os.system``, ``sys.modules``, ...).
 OWNED = {
     ("os", "system"): "processes", ("os", "spawn"): "processes", ("os", "write"): "file descriptors",
@@ -277,6 +297,17 @@ def _scan(source: str, protected: set[str]) -> list[tuple[int, str]]:
                             note(node, f"assigns into {'.'.join(chain)} (patching a library)")
         elif isinstance(node, ast.Call):
             func = node.func
+            runner = _chain(func)[-1:] or [""]
+            if runner[0] in RUNNERS:
+                inner = [
+                    _chain(sub.func)[-1:]
+                    for arg in [*node.args, *(k.value for k in node.keywords)]
+                    for sub in ast.walk(arg)
+                    if isinstance(sub, ast.Call)
+                ]
+                decoder = next((c[0] for c in inner if c and c[0] in DECODERS), None)
+                if decoder:
+                    note(node, f"runs code decoded at run time ({decoder} into {runner[0]})")
             if isinstance(func, ast.Name):
                 if func.id in ("setattr", "delattr") and node.args:
                     chain = _chain(node.args[0])
