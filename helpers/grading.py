@@ -896,6 +896,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         d["str"],
     )
     _isinstance, _int, _bytes, _getattr = d["isinstance"], d["int"], d["bytes"], d["getattr"]
+    _tuple = d["tuple"]
     _bool, _Random = d["bool"], d["Random"]
     _compile, _BaseException, _Exception = d["compile"], d["BaseException"], d["Exception"]
     _getframe, _get_ident, _write = d["getframe"], d["get_ident"], d["os_write"]
@@ -995,6 +996,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     # have no Python frame and are not counted (they run no notebook code).
     kernel_threads = _set()
     ready = [False]
+    KERNEL_FILES = _tuple(d["kernel_files"])
 
     def kernel_ready():
         if ready[0]:
@@ -1006,7 +1008,21 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         if not ready[0]:
             return False
         me = _get_ident()
-        return any_of(i != me and i not in kernel_threads for i in _current_frames())
+        return any_of(
+            i != me and i not in kernel_threads and not kernels_own(frame)
+            for i, frame in _current_frames().items()
+        )
+
+    def kernels_own(frame):
+        """A thread the kernel's libraries started later (pyzmq's garbage collector, after a
+        large message): every frame on its stack is in threading, selectors or those libraries.
+        Checked each time (an ident is reused once its thread ends)."""
+        while frame is not None:
+            name = frame.f_code.co_filename
+            if not any_of(name == f or name.startswith(f) for f in KERNEL_FILES):
+                return False
+            frame = frame.f_back
+        return True
 
     def any_of(items):
         for item in items:
@@ -1207,6 +1223,20 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         request = yield response
 
 
+def _kernel_files() -> list[str]:
+    """Where the kernel's own threads run: threading.py, selectors.py, and the folders of
+    pyzmq, ipykernel, jupyter_client and tornado (found without importing them)."""
+    import importlib.util
+    import selectors
+
+    files = [threading.__file__, selectors.__file__]
+    for name in ("zmq", "ipykernel", "jupyter_client", "tornado"):
+        spec = importlib.util.find_spec(name)
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            files.append(os.path.join(folder, ""))
+    return files
+
+
 def _seal(config: dict, fd: int) -> Callable[[], None]:
     """Seal this module (the grading kernel calls this before any notebook code): ``record`` and
     ``hidden_seed`` become the entry points of the sealed recorder (:func:`_sentinel`), which
@@ -1218,6 +1248,7 @@ def _seal(config: dict, fd: int) -> Callable[[], None]:
     (see :func:`_sentinel`)."""
     global record, hidden_seed, hidden_cases
     d = _dependencies()
+    d["kernel_files"] = _kernel_files()
     m = _machinery(d)
     gen = _sentinel(d, m, config, fd)
     next(gen)
