@@ -33,10 +33,13 @@ def no_open_figures():
 # keep together (a module, or a class), so module- and class-scoped fixtures are built once as
 # before; a notebook's nbval cells are one group (they share one kernel). Tests that share nothing
 # costly are their own groups, so they can run on both workers at once: each lesson of the
-# browser run (test_browser.py builds one JupyterLab and one Chromium per worker that runs any of
+# browser run (test_browser.py keeps one JupyterLab and one Chromium per worker that runs any of
 # them), each notebook of the portable run and each test of the reading site (test_site_course.py
-# builds the site once per run for every worker; one Chromium per worker); a test file may group some of its tests itself
-# (pytest.mark.xdist_group: the browser harness self-tests share one run). Groups start longest first (LONGEST_FIRST, from
+# builds the site once per run for every worker; one Chromium per worker). A module whose costly
+# module fixtures serve disjoint tests is split by fixture (SPLIT_BY_FIXTURE: each fixture's tests
+# one group, so each fixture is still built once, and the two can run on both workers at once).
+# A test file may group some of its tests itself (pytest.mark.xdist_group: the browser harness
+# self-tests share one run). Groups start longest first (LONGEST_FIRST, from
 # benchmarks/suite_cpu.py's per-test CPU seconds), then the rest in collection order, so that no
 # long group starts last while the other worker has nothing left to do.
 SPREAD = (
@@ -44,11 +47,20 @@ SPREAD = (
     "tests/test_portable_outputs.py::",
     "tests/test_site_course.py::",
 )
+#: test file -> its module- or class-scoped fixtures that no test uses together: a test using one
+#: of them is in that fixture's group (its module's or class's group, then "::fixture"), the
+#: others in the module's or class's group
+SPLIT_BY_FIXTURE = {
+    "tests/test_grading.py": ("synthetic", "capstone"),
+    # a lesson's autograding (its course folder and release are shared by the two groups)
+    "tests/test_coursework.py": ("graded",),
+}
 LONGEST_FIRST = (
     "tests/test_coursework.py::TestLesson09",
     "tests/test_classroom.py",
     "tests/test_coursework.py::TestLesson08",
-    "tests/test_grading.py",
+    "tests/test_grading.py::synthetic",
+    "tests/test_grading.py::capstone",
     "tests/test_coursework.py::TestLesson05",
     "tests/test_binder.py",
     "tests/test_coursework.py::TestLesson04",
@@ -63,14 +75,18 @@ LONGEST_FIRST = (
 )
 
 
-def _group(nodeid: str) -> str:
+def _group(nodeid: str, fixtures=()) -> str:
     path, _, rest = nodeid.partition("::")
     if path.endswith(".ipynb"):
         return path  # nbval: every cell of a notebook on one kernel
     if nodeid.startswith(SPREAD):
         return nodeid  # a group of its own (xdist's default for a test without a group)
     parts = rest.split("::")
-    return f"{path}::{parts[0]}" if len(parts) > 1 else path  # a class, or the module
+    group = f"{path}::{parts[0]}" if len(parts) > 1 else path  # a class, or the module
+    used = [f for f in SPLIT_BY_FIXTURE.get(path, ()) if f in fixtures]
+    if len(used) > 1:
+        raise pytest.UsageError(f"{nodeid} uses {used}: SPLIT_BY_FIXTURE's fixtures must not meet")
+    return f"{group}::{used[0]}" if used else group
 
 
 def _rank(group: str) -> int:
@@ -88,7 +104,11 @@ def pytest_collection_modifyitems(config, items):
     groups = {}
     for item in items:
         own = item.get_closest_marker("xdist_group")  # a test file's own grouping comes first
-        groups[item.nodeid] = own.args[0] if own and own.args else _group(item.nodeid)
+        groups[item.nodeid] = (
+            own.args[0]
+            if own and own.args
+            else _group(item.nodeid, getattr(item, "fixturenames", ()))
+        )
         if own is None and groups[item.nodeid] != item.nodeid:
             # xdist reads the group after the last '@' and after the last ']'
             name = groups[item.nodeid].replace("[", "(").replace("]", ")").replace("@", "_")

@@ -13,15 +13,17 @@ For each lesson, in a temporary nbgrader course folder (tools/coursework.py):
   ones (None, a function that raises NotImplementedError or another error, NaN, wrong shape,
   wrong dtype): each verdict is ExerciseFailed, one line, naming the problem.
 
-Costs three notebook executions per lesson (the student run, two autograded submissions in one
-nbgrader call); each test class is one lesson, so pytest-xdist (--dist loadscope) spreads lessons
-over workers and every fixture runs once per lesson.
+Each test class is one lesson; its tests that autograde (the ``graded`` fixture) and its other
+tests are two pytest-xdist groups (tests/conftest.py), which may run on both workers at once:
+the course folder and its release are made once per run and shared, and every other fixture runs
+once per lesson.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import fcntl
 import json
 import os
 import re
@@ -179,30 +181,45 @@ def _run(client: NotebookClient, nb, source: str) -> nbformat.NotebookNode:
 
 
 class Course:
-    def __init__(self, lesson, folder: Path):
+    def __init__(self, lesson, folder: Path, instructor_path: Path):
         self.lesson = lesson
         self.folder = folder
-        self.instructor = _read(NOTEBOOKS / lesson.notebook)
+        self.instructor_path = instructor_path
+        self.instructor = _read(instructor_path)
         self.exercises = cw.exercises(self.instructor)
-        self.student = None
+        self.student = _read(cw.student_notebook(lesson, folder))
+
+
+def _run_folder(tmp_path_factory) -> Path:
+    """A folder of this test run that every pytest-xdist worker shares (the controller's base
+    temporary folder; without xdist, the session's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="class")
 def course(request, tmp_path_factory):
+    """The lesson's course folder and release, made once per run: a lesson's autograde tests and
+    its other tests are two xdist groups (tests/conftest.py, SPLIT_BY_FIXTURE), maybe on two
+    workers; the first to take the lesson's lock releases it, the other reads the same folder."""
     lesson = request.cls.lesson
     if not (NOTEBOOKS / lesson.notebook).exists():
         pytest.skip(f"notebooks/{lesson.notebook} (lesson {lesson.number}) is not written yet")
-    c = Course(lesson, tmp_path_factory.mktemp(f"course_{lesson.assignment}"))
+    folder = _run_folder(tmp_path_factory) / f"course_{lesson.assignment}"
     # one snapshot of the committed notebook for every test of the lesson, even if it changes
-    snapshot = c.folder / "instructor"
-    snapshot.mkdir()
-    nbformat.write(c.instructor, str(snapshot / lesson.notebook))
-    c.instructor_path = snapshot / lesson.notebook
-    start = time.perf_counter()
-    built = cw.release([lesson], c.folder, notebooks=snapshot)
-    TIMINGS[f"lesson{lesson.number} release"] = time.perf_counter() - start
-    c.student = _read(built[cw.assignment_id(lesson)])
-    return c
+    snapshot = folder / "instructor"
+    with open(folder.parent / f".course_{lesson.assignment}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".released").exists():
+            if folder.exists():
+                shutil.rmtree(folder)  # a release that failed halfway
+            snapshot.mkdir(parents=True)
+            nbformat.write(_read(NOTEBOOKS / lesson.notebook), str(snapshot / lesson.notebook))
+            start = time.perf_counter()
+            cw.release([lesson], folder, notebooks=snapshot)
+            TIMINGS[f"lesson{lesson.number} release"] = time.perf_counter() - start
+            (folder / ".released").write_text("")
+    return Course(lesson, folder, snapshot / lesson.notebook)
 
 
 @pytest.fixture(scope="class")
