@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/run.py                        # the default sections
     .venv/bin/python benchmarks/run.py --only lessons          # one section (or several: a,b)
     .venv/bin/python benchmarks/run.py --only suite            # the whole test suite (slow)
+    .venv/bin/python benchmarks/run.py --only grading --lessons 06,07   # grading a class
 
 Each section measures one thing and prints its table next to the targets; its figures are kept
 in ``benchmarks/results.json`` (one entry per section, with the date and the machine), and
@@ -20,7 +21,12 @@ leaves the others' figures as they were. The sections:
 * ``block``: the course's ``TransformerBlock`` forward + backward against PyTorch's
   ``nn.TransformerEncoderLayer`` at the same size, as a ratio of medians measured in one run
   (interleaved, so load on a shared machine hits both);
-* ``suite`` (not by default): the whole test suite and its core selection, wall and CPU time.
+* ``suite`` (not by default): the whole test suite and its core selection, wall and CPU time;
+* ``grading`` (not by default; ``--lessons``, ``--skipping on,off``): per lesson, a synthetic
+  class (the instructor's solution, every exercise wrong, the blank release) graded through the
+  real pipeline (``coursework.py autograde --jobs`` = the core count): CPU per student, the
+  reference run's CPU, and the projected time for 300 students, demonstration cells skipped and
+  run.
 
 The machine is shared: wall times move with the load, CPU times much less; both are printed.
 A new section is a ``run(args) -> dict`` and a ``render(data) -> list[str]`` registered in
@@ -66,6 +72,7 @@ TARGETS = {
     "lesson9_seconds": 30.0,  # lesson 9 trains the full model live
     "suite_seconds": 600.0,  # the whole suite on 2 cores (hard ceiling 900 s)
     "core_seconds": 90.0,  # -m "not slow and not browser and not hub"
+    "grading_cpu_s": 5.0,  # CPU per student per lesson, autograded (issue 27)
 }
 #: Per lesson: the time target when it is not TARGETS["lesson_seconds"].
 LESSON_SECONDS = {"09_the_full_model.ipynb": TARGETS["lesson9_seconds"]}
@@ -458,6 +465,215 @@ def render_suite(data: dict) -> list[str]:
     return lines
 
 
+# --------------------------------------------------------------------------- grading
+#: The synthetic class graded per lesson: the instructor's solution, every exercise answered
+#: wrong (tests/test_coursework.py's edit: the right result 1% off), and the blank release.
+GRADING_CLASS = ("solution", "wrong", "blank")
+CLASS_SIZE = 300
+
+
+def _grading_class(lesson, course_dir: Path) -> dict:
+    import copy
+
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import coursework as cw
+    from test_coursework import wrong_answer
+
+    instructor = nbformat.read(ROOT / "notebooks" / lesson.notebook, as_version=4)
+    wrong = copy.deepcopy(instructor)
+    for ex in cw.exercises(instructor):
+        cell = wrong.cells[ex.solution_index]
+        cell.source = wrong_answer(cell.source)
+    blank = nbformat.read(cw.student_notebook(lesson, course_dir), as_version=4)
+    return {"solution": instructor, "wrong": wrong, "blank": blank}
+
+
+class TreeCPU:
+    """CPU seconds (user + system) of every process descending from this one, sampled from /proc
+    every ``interval`` s while running. Needed because the confined kernel is never waited for by
+    a process that records it (RUSAGE_CHILDREN of a grading run misses it: measured, lesson 7 run
+    whole counted 1.6 s). Each process counts its own user + system time (not its children's:
+    they are sampled themselves); its last sample is its figure, so up to ``interval`` s of a
+    process's CPU after its last sample, and processes shorter than that, are lost."""
+
+    def __init__(self, interval: float = 0.1):
+        import threading
+
+        self.interval, self.seen, self.stop = interval, {}, threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _sample(self):
+        ticks, parents, cpu = os.sysconf("SC_CLK_TCK"), {}, {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+                start = fields[19]
+            except (OSError, IndexError):
+                continue
+            parents[entry.name] = fields[1]
+            cpu[(entry.name, start)] = (
+                sum(int(fields[k]) for k in (11, 12)) / ticks,  # its own, not its children's
+                entry.name,
+            )
+        me = str(os.getpid())
+        for (pid, start), (seconds, _) in cpu.items():
+            p = parents.get(pid)
+            while p is not None and p != me and p != "0":
+                p = parents.get(p)
+            if p == me:
+                self.seen[(pid, start)] = seconds
+
+    def _loop(self):
+        while not self.stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self):
+        self.own = time.process_time()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self.seconds = sum(self.seen.values()) + time.process_time() - self.own
+
+
+def bench_grading(lesson, skip: bool, jobs: int) -> dict:
+    """Release ``lesson`` into a fresh course folder, submit the synthetic class and grade it with
+    ``coursework.py autograde --jobs`` (the real pipeline: nbgrader, the confined kernel, the
+    verdicts), demonstration cells skipped or not: CPU per student (the worker's nbgrader and
+    kernel, user + system), the reference run's CPU, wall time, which cells ran."""
+    import shutil
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import coursework as cw
+    from grading import plan as planner
+    from grading import reference as references
+
+    scratch = Path(tempfile.mkdtemp(prefix="grading-bench-"))
+    try:
+        # the course's configuration with skipping set, copied into the course folder by
+        # coursework (which writes its own CONFIG there)
+        (scratch / "config").mkdir()
+        config = scratch / "config" / cw.CONFIG.name
+        config.write_text(
+            cw.CONFIG.read_text(encoding="utf-8")
+            + f"\nc.CourseGrading.skip_demonstrations = {skip}\n",
+            encoding="utf-8",
+        )
+        saved, cw.CONFIG = cw.CONFIG, config
+        try:
+            course = scratch / "course"
+            cw.release([lesson], course)
+            students = _grading_class(lesson, course)
+            for name, nb in students.items():
+                cw.submit(lesson, name, nb, course)
+            plan = planner.plan(students["solution"], students["blank"], enabled=skip)
+            secret, _ = cw.settings.secret(cw._settings(course))
+            with TreeCPU() as reference:  # the instructor's run, once per lesson (then cached)
+                references.reference(course, cw.assignment_id(lesson), cw.notebook_id(lesson),
+                                     secret, skip)  # fmt: skip
+            load_before = os.getloadavg()[0]
+            start = time.perf_counter()
+            with TreeCPU() as tree:
+                graded = cw.autograde(lesson, course, jobs=jobs, progress=open(os.devnull, "w"))
+            seconds = time.perf_counter() - start
+            load = max(load_before, os.getloadavg()[0])
+        finally:
+            cw.CONFIG = saved
+        right = {
+            sid: sum(v.correct for v in verdicts.values())
+            for sid, verdicts in graded.verdicts.items()
+        }
+        return {
+            "lesson": lesson.notebook,
+            "skip": skip,
+            "jobs": jobs,
+            "students": list(students),
+            # every process of the grading run (workers, nbgrader, kernels), shared equally
+            "cpu_s": {sid: tree.seconds / len(students) for sid in students},
+            # what the workers counted per student (RUSAGE: the kernels missing)
+            "worker_rusage_cpu_s": {sid: graded.seconds.get(sid) for sid in students},
+            "reference_cpu_s": reference.seconds,
+            "seconds": seconds,
+            "load": load,
+            "failed": graded.failed,
+            "right": right,
+            "exercises": len(cw.exercises(students["solution"])),
+            "cells_run": sorted(plan.run),
+            "cells_skipped": plan.skipped,
+        }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_grading(args) -> dict:
+    from helpers.course import NOTEBOOKS
+
+    jobs = os.cpu_count() or 1
+    out = []
+    for skip in [{"on": True, "off": False}[w] for w in args.skipping.split(",")]:
+        for lesson in NOTEBOOKS:
+            wanted = args.lessons is None or any(
+                k in lesson.notebook for k in args.lessons.split(",")
+            )
+            if (ROOT / "notebooks" / lesson.notebook).exists() and wanted:
+                r = bench_grading(lesson, skip, jobs)
+                per = statistics.mean(r["cpu_s"].values())
+                print(
+                    f"grading {r['lesson']} (skipping {'on' if skip else 'off'}): "
+                    f"{per:.1f} s CPU per student, reference {r['reference_cpu_s']:.1f} s, "
+                    f"{r['seconds']:.0f} s wall at load {r['load']:.1f}; right {r['right']}"
+                    + (f"; FAILED {r['failed']}" if r["failed"] else ""),
+                    flush=True,
+                )
+                out.append(r)
+    return {"runs": out, "cores": jobs}
+
+
+def _projected(r: dict, cores: int) -> float:
+    """Seconds for CLASS_SIZE students at --jobs = cores, from CPU: the reference once, then the
+    students' CPU shared by the cores (no waiting counted: a projection, not a measurement)."""
+    return r["reference_cpu_s"] + CLASS_SIZE * statistics.mean(r["cpu_s"].values()) / cores
+
+
+def render_grading(data: dict) -> list[str]:
+    t = TARGETS
+    cores = data["cores"]
+    lines = [
+        f"Per lesson, a synthetic class of {len(GRADING_CLASS)} ({', '.join(GRADING_CLASS)}: the "
+        "instructor's solution, every exercise answered wrong, the release left blank) graded by "
+        f"`coursework.py autograde --jobs {cores}` in a fresh course folder (release, submit, "
+        "nbgrader, the confined kernel, the verdicts), with the demonstration cells skipped "
+        "(the default) and run. CPU per student is the CPU of every process of the grading run "
+        "(the workers, nbgrader, the confined kernels; user + system, sampled from /proc every "
+        "0.1 s) divided by the class size, and moves little with the load; the reference run (the "
+        "instructor's notebook, once per lesson) is apart. The 300-student time is projected "
+        f"from CPU: reference + 300 x CPU per student / {cores} cores. Target: <= "
+        f"{t['grading_cpu_s']:.0f} s CPU per student.",
+        "",
+        "| notebook | skipping | cells run / skipped | CPU per student "
+        "| | reference CPU | 300 students, projected | wall (3 students) | load | exercises right |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in data["runs"]:
+        per = statistics.mean(r["cpu_s"].values())
+        right = ", ".join(f"{r['right'].get(s, 'failed')}" for s in r["students"])
+        lines.append(
+            f"| {r['lesson']} | {'on' if r['skip'] else 'off'} "
+            f"| {len(r['cells_run'])} / {len(r['cells_skipped'])} | {per:.1f} s "
+            f"| {ok(per, t['grading_cpu_s'])} | {r['reference_cpu_s']:.1f} s "
+            f"| {_projected(r, cores) / 60:.1f} min | {r['seconds']:.0f} s | {r['load']:.1f} "
+            f"| {right} of {r['exercises']} |"
+        )
+    return lines
+
+
 # --------------------------------------------------------------------------- explorers, block
 def run_explorers(args) -> dict:
     from helpers.course import LESSONS
@@ -574,6 +790,7 @@ SECTIONS = [
     Section("explorers", "Explorers: one update (compute and redraw, server side)", run_explorers, render_explorers),
     Section("block", "Model piece: forward + backward", run_block, render_block),
     Section("suite", "The test suite", run_suite, render_suite, default=False),
+    Section("grading", "Grading a class: CPU per student per lesson", run_grading, render_grading, default=False),
     Section("explorers_chromium", "Explorers in Chromium: key press to new picture", _chromium.run_chromium, _chromium.render_chromium, default=False),
 ]  # fmt: skip
 
@@ -622,7 +839,13 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--lessons",
         default=None,
-        help="lessons section: only the notebooks whose name contains one of these (04,09)",
+        help="lessons and grading sections: only the notebooks whose name contains one of "
+        "these (04,09)",
+    )
+    parser.add_argument(
+        "--skipping",
+        default="on,off",
+        help="grading section: demonstration cells skipped (on), run (off), or both (on,off)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--data", type=Path, default=RESULTS_JSON)
