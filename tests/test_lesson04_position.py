@@ -1224,12 +1224,25 @@ def test_check_offset_between_wrong_answers(fn, match):
 
 
 def _hidden_offset_cases():
-    """The (p, q, d_model) of the notebook's hidden tests for exercise 2."""
+    """The (p, q, d_model) of the notebook's hidden tests for exercise 2: the public default of
+    its ``hidden_cases`` call, and what its draw gives under 200 secrets (random streams)."""
     import ast
+    import random
 
     cell = _cells_of("l4_ex2")[2]
-    loop = next(n for n in ast.walk(ast.parse(cell)) if isinstance(n, ast.For))
-    return ast.literal_eval(loop.iter)
+    tree = ast.parse(cell)
+    call = next(
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "_hidden_cases"
+    )
+    cases = list(ast.literal_eval(call.args[1]))
+    draw = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_offset_case")
+    space = {"_math": math}
+    exec(compile(ast.Module([draw], []), "<l4_ex2 hidden draw>", "exec"), space)
+    for seed in range(200):
+        cases.append(space["_offset_case"](random.Random(seed)))
+    return cases
 
 
 def test_check_offset_between_cases_are_readable_and_need_the_slowest_pair():
