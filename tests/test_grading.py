@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import coursework as cw  # noqa: E402
+from _grading_notebooks import code_cell, one_solution, python_notebook  # noqa: E402
 from grading import review as rv  # noqa: E402
 from grading.spec import Spec  # noqa: E402
 from grading.verdicts import judge, same  # noqa: E402
@@ -109,17 +110,9 @@ def test_review_lists_each_kind_of_reach():
         "from helpers.checks.feedforward import _x": "the course's checks",
     }
     for source, reason in cheats.items():
-        nb = nbformat.v4.new_notebook()
-        cell = nbformat.v4.new_code_cell(source)
-        cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
-        nb.cells = [cell]
-        found = rv.review(nb, instructor)
+        found = rv.review(one_solution(source), instructor)
         assert any(reason in f.reason for f in found), (source, found)
-    clean = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell("def f(x):\n    return 2 * x")
-    cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
-    clean.cells = [cell]
-    assert rv.review(clean, instructor) == []
+    assert rv.review(one_solution("def f(x):\n    return 2 * x"), instructor) == []
 
 
 def test_review_lists_code_carried_as_data():
@@ -135,20 +128,11 @@ def test_review_lists_code_carried_as_data():
         "from importlib import import_module\ng = import_module('helpers.' + 'grading')": "importlib",
     }
     for source, reason in cheats.items():
-        nb = nbformat.v4.new_notebook()
-        cell = nbformat.v4.new_code_cell(source)
-        cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
-        nb.cells = [cell]
-        found = rv.review(nb, instructor)
+        found = rv.review(one_solution(source), instructor)
         assert any(reason in f.reason for f in found), (source, found)
     # text decoded for printing, a tokenizer's decode: nothing
-    clean = nbformat.v4.new_notebook()
-    cell = nbformat.v4.new_code_cell(
-        "def f(tok, ids):\n    text = tok.decode(ids)\n    return text.encode().decode('utf-8')"
-    )
-    cell.metadata.nbgrader = {"solution": True, "grade_id": "ex", "schema_version": 3}
-    clean.cells = [cell]
-    assert rv.review(clean, instructor) == []
+    clean = "def f(tok, ids):\n    text = tok.decode(ids)\n    return text.encode().decode('utf-8')"
+    assert rv.review(one_solution(clean), instructor) == []
 
 
 def test_channel_keeps_only_the_cases_that_arrived_during_hidden_tests():
@@ -424,23 +408,21 @@ def synthetic(tmp_path_factory):
     base = tmp_path_factory.mktemp("grading")
     notebooks, course = base / "notebooks", base / "course"
     notebooks.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-
-    def cell(src, **meta):
-        c = nbformat.v4.new_code_cell(src)
-        if meta:
-            c.metadata.nbgrader = {"schema_version": 3, **meta}
-        return c
-
-    nb.cells = [
-        # a magic first, as in the lessons (the review strips it before parsing)
-        cell("%matplotlib inline\nimport torch\nfrom helpers.grading import record\nchecks = None"),
-        cell(SOLUTION, solution=True, grade=False, locked=False, grade_id="s_ex1"),
-        cell(CHECK, solution=False, grade=True, locked=True, points=2, grade_id="s_ex1_check"),
-        cell(SOLUTION2, solution=True, grade=False, locked=False, grade_id="l5_ex4"),
-        cell(CHECK2, solution=False, grade=True, locked=True, points=2, grade_id="l5_ex4_check"),
-    ]
+    cell = code_cell
+    nb = python_notebook(
+        [
+            # a magic first, as in the lessons (the review strips it before parsing)
+            cell(
+                "%matplotlib inline\nimport torch\nfrom helpers.grading import record\nchecks = None"
+            ),
+            cell(SOLUTION, solution=True, grade=False, locked=False, grade_id="s_ex1"),
+            cell(CHECK, solution=False, grade=True, locked=True, points=2, grade_id="s_ex1_check"),
+            cell(SOLUTION2, solution=True, grade=False, locked=False, grade_id="l5_ex4"),
+            cell(
+                CHECK2, solution=False, grade=True, locked=True, points=2, grade_id="l5_ex4_check"
+            ),
+        ]
+    )
     nbformat.write(nb, notebooks / LESSON.notebook)
     cw.release([LESSON], course, notebooks=notebooks)
     release_nb = nbformat.read(cw.student_notebook(LESSON, course), as_version=4)

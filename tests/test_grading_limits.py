@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import coursework as cw  # noqa: E402
+from _grading_notebooks import code_cell, python_notebook  # noqa: E402
 from grading import limits  # noqa: E402
 
 from helpers.course import Lesson  # noqa: E402
@@ -126,20 +127,14 @@ def graded(tmp_path_factory):
     notebooks, course, downloads = base / "notebooks", base / "course", base / "downloads"
     for folder in (notebooks, downloads):
         folder.mkdir()
-    nb = nbformat.v4.new_notebook()
-    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
-
-    def cell(src, **meta):
-        c = nbformat.v4.new_code_cell(src)
-        if meta:
-            c.metadata.nbgrader = {"schema_version": 3, **meta}
-        return c
-
-    nb.cells = [
-        cell("import torch\nfrom helpers.grading import hidden_cases, hidden_seed, record"),
-        cell(SOLUTION, solution=True, grade=False, locked=False, grade_id="s_ex1"),
-        cell(CHECK, solution=False, grade=True, locked=True, points=2, grade_id="s_ex1_check"),
-    ]
+    cell = code_cell
+    nb = python_notebook(
+        [
+            cell("import torch\nfrom helpers.grading import hidden_cases, hidden_seed, record"),
+            cell(SOLUTION, solution=True, grade=False, locked=False, grade_id="s_ex1"),
+            cell(CHECK, solution=False, grade=True, locked=True, points=2, grade_id="s_ex1_check"),
+        ]
+    )
     nbformat.write(nb, notebooks / LESSON.notebook)
     cw.release([LESSON], course, notebooks=notebooks)
     release_nb = nbformat.read(cw.student_notebook(LESSON, course), as_version=4)

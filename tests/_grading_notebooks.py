@@ -1,0 +1,28 @@
+"""Small notebooks for the grading tests (tests/test_grading.py, tests/test_grading_limits.py)."""
+
+from __future__ import annotations
+
+import nbformat
+
+
+def code_cell(source: str, **nbgrader) -> nbformat.NotebookNode:
+    """A code cell; with keyword arguments, nbgrader metadata (schema version 3) made of them."""
+    cell = nbformat.v4.new_code_cell(source)
+    if nbgrader:
+        cell.metadata.nbgrader = {"schema_version": 3, **nbgrader}
+    return cell
+
+
+def python_notebook(cells) -> nbformat.NotebookNode:
+    """A notebook of ``cells`` with the python3 kernelspec the course's notebooks carry."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata.kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = list(cells)
+    return nb
+
+
+def one_solution(source: str) -> nbformat.NotebookNode:
+    """A notebook holding ``source`` as its one solution cell (grade_id ``ex``)."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [code_cell(source, solution=True, grade_id="ex")]
+    return nb
