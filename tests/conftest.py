@@ -18,6 +18,19 @@ def _seed_and_close_figures():
     plt.close("all")
 
 
+@pytest.fixture(scope="session")
+def playwright_driver():
+    """One Playwright driver per test process, shared by every test that drives Chromium
+    (test_browser.py, test_site_course.py, test_classroom.py): Playwright's sync API refuses a
+    second driver while one is running in the same process (its event loop is already on)."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    driver = sync_api.sync_playwright().start()
+    try:
+        yield driver
+    finally:
+        driver.stop()
+
+
 @pytest.fixture
 def no_open_figures():
     """Fails the test if it leaves a pyplot figure open."""

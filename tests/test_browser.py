@@ -256,15 +256,14 @@ def lab():
 
 
 @pytest.fixture(scope="session")
-def browser(lab):
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+def browser(lab, playwright_driver):
+    chromium = playwright_driver.chromium.launch(
+        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+    )
+    try:
+        yield chromium
+    finally:
+        chromium.close()
 
 
 @pytest.fixture

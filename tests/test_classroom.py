@@ -149,11 +149,8 @@ def _solution_sources(nb: dict, instructor) -> list[str]:
 class Panel:
     """Chromium logged in as one student, on JupyterLab's Assignments panel (nbgrader)."""
 
-    def __init__(self, hub: _hub.Hub, user: _hub.User):
-        from playwright.sync_api import sync_playwright
-
-        self._pw = sync_playwright().start()
-        self.browser = self._pw.chromium.launch(
+    def __init__(self, hub: _hub.Hub, user: _hub.User, driver):
+        self.browser = driver.chromium.launch(
             executable_path=str(CHROMIUM),
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
             + ["--disable-component-update", "--disable-sync", "--no-first-run"],
@@ -199,15 +196,13 @@ class Panel:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.browser.close()
-        with contextlib.suppress(Exception):
-            self._pw.stop()
 
 
 # --- the term -----------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def term():
+def term(playwright_driver):
     clock = _Clock()
     base = Path(tempfile.mkdtemp(prefix="classroom-test-", dir="/tmp"))
     base.chmod(0o755)
@@ -300,7 +295,7 @@ def term():
                 a["status"] for a in listed["value"] if a["assignment_id"] == ASSIGNMENT
             ]
         if CHROMIUM.exists():
-            panel = Panel(hub, user["carol"])
+            panel = Panel(hub, user["carol"], playwright_driver)
             panel.login()
             panel.open_assignments()
             panel.click("released_assignments_list", "Fetch", "fetched_assignments_list")

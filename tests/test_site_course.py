@@ -231,7 +231,7 @@ class Browsing:
 
 
 @pytest.fixture(scope="module")
-def browsing(course_site):
+def browsing(course_site, playwright_driver):
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(course_site))
     )
@@ -241,23 +241,24 @@ def browsing(course_site):
     refused: list[str] = []
     ARTIFACTS.mkdir(exist_ok=True)
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.set_default_timeout(STEP_TIMEOUT_MS)
+        browser = playwright_driver.chromium.launch(
+            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(STEP_TIMEOUT_MS)
 
-                def route(r):
-                    if r.request.url.startswith(base):
-                        r.continue_()
-                    else:
-                        refused.append(r.request.url)
-                        r.abort()
+            def route(r):
+                if r.request.url.startswith(base):
+                    r.continue_()
+                else:
+                    refused.append(r.request.url)
+                    r.abort()
 
-                page.route("**/*", route)
-                yield Browsing(base, page, refused)
-            finally:
-                browser.close()
+            page.route("**/*", route)
+            yield Browsing(base, page, refused)
+        finally:
+            browser.close()
     finally:
         server.shutdown()
         server.server_close()
