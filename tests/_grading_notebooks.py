@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import subprocess
+
 import nbformat
 
 
@@ -26,3 +30,18 @@ def one_solution(source: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.cells = [code_cell(source, solution=True, grade_id="ex")]
     return nb
+
+
+def run_coursework(cw, lesson, course, *args: str) -> subprocess.CompletedProcess:
+    """``tools/coursework.py`` (module ``cw``) on ``course`` with ``args``, the documented command
+    line, in this process; ``lesson`` (not one of the course's lessons) answers to its own
+    assignment name. Its output and exit status as a CompletedProcess."""
+    out, err = io.StringIO(), io.StringIO()
+    known = cw._lesson
+    cw._lesson = lambda arg: lesson if arg == lesson.assignment else known(arg)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = cw.main(["--course-dir", str(course), *args])
+    finally:
+        cw._lesson = known
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import coursework as cw  # noqa: E402
-from _grading_notebooks import code_cell, one_solution, python_notebook  # noqa: E402
+from _grading_notebooks import code_cell, one_solution, python_notebook, run_coursework  # noqa: E402
 from grading import review as rv  # noqa: E402
 from grading.spec import Spec  # noqa: E402
 from grading.verdicts import judge, same  # noqa: E402
@@ -452,15 +452,7 @@ def synthetic(tmp_path_factory):
     (downloads / "malformed.ipynb").write_text(json.dumps(malformed), encoding="utf-8")
 
     def run(*args):  # the documented command line, in this process (lesson99 is not in the course)
-        out, err = io.StringIO(), io.StringIO()
-        known = cw._lesson
-        cw._lesson = lambda arg: LESSON if arg == "lesson99" else known(arg)
-        try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                code = cw.main(["--course-dir", str(course), *args])
-        finally:
-            cw._lesson = known
-        return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+        return run_coursework(cw, LESSON, course, *args)
 
     start = time.perf_counter()
     assert run("collect", "lesson99", str(downloads)).returncode == 0

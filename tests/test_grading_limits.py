@@ -16,8 +16,6 @@ commands, first with the public hidden cases, then with an instructor's secret:
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -35,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import coursework as cw  # noqa: E402
-from _grading_notebooks import code_cell, python_notebook  # noqa: E402
+from _grading_notebooks import code_cell, python_notebook, run_coursework  # noqa: E402
 from grading import limits  # noqa: E402
 
 from helpers.course import Lesson  # noqa: E402
@@ -108,15 +106,7 @@ def _scores(out: str) -> dict[str, str]:
 
 def _run(course: Path, *args: str) -> subprocess.CompletedProcess:
     """The documented command line, in this process (lesson99 is not one of the course's)."""
-    out, err = io.StringIO(), io.StringIO()
-    known = cw._lesson
-    cw._lesson = lambda arg: LESSON if arg == "lesson99" else known(arg)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cw.main(["--course-dir", str(course), *args])
-    finally:
-        cw._lesson = known
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    return run_coursework(cw, LESSON, course, *args)
 
 
 @pytest.fixture(scope="module")
