@@ -95,9 +95,17 @@ def test_forbidden_function_is_seen_in_the_calls(monkeypatch, tmp_path):
     assert "layer_norm" in entry["calls"]
 
 
-def test_review_lists_each_kind_of_reach():
+def _assert_review(cheats: dict[str, str], clean: str) -> None:
+    """Each solution cell of ``cheats`` is on the review list with its reason; ``clean`` is not."""
     instructor = nbformat.v4.new_notebook()
     instructor.cells = [nbformat.v4.new_code_cell("from helpers.checks import audit as checks")]
+    for source, reason in cheats.items():
+        found = rv.review(one_solution(source), instructor)
+        assert any(reason in f.reason for f in found), (source, found)
+    assert rv.review(one_solution(clean), instructor) == []
+
+
+def test_review_lists_each_kind_of_reach():
     cheats = {
         "checks = object()": "rebinds 'checks'",
         "get_ipython().input_transformers_post.append(f)": "get_ipython",
@@ -109,15 +117,11 @@ def test_review_lists_each_kind_of_reach():
         "with torch._C.DisableTorchFunction():\n    pass": "override machinery",
         "from helpers.checks.feedforward import _x": "the course's checks",
     }
-    for source, reason in cheats.items():
-        found = rv.review(one_solution(source), instructor)
-        assert any(reason in f.reason for f in found), (source, found)
-    assert rv.review(one_solution("def f(x):\n    return 2 * x"), instructor) == []
+    clean = "def f(x):\n    return 2 * x"
+    _assert_review(cheats, clean)
 
 
 def test_review_lists_code_carried_as_data():
-    instructor = nbformat.v4.new_notebook()
-    instructor.cells = [nbformat.v4.new_code_cell("from helpers.checks import audit as checks")]
     cheats = {
         "import base64, pickle\npickle.loads(base64.b64decode(b'gASV'))": "unpickling",
         "import zlib, marshal\ncode = marshal.loads(zlib.decompress(b'x'))": "decompress into loads",
@@ -127,12 +131,9 @@ def test_review_lists_code_carried_as_data():
         "g = __import__('helpers.' + 'grading')": "importlib",
         "from importlib import import_module\ng = import_module('helpers.' + 'grading')": "importlib",
     }
-    for source, reason in cheats.items():
-        found = rv.review(one_solution(source), instructor)
-        assert any(reason in f.reason for f in found), (source, found)
     # text decoded for printing, a tokenizer's decode: nothing
     clean = "def f(tok, ids):\n    text = tok.decode(ids)\n    return text.encode().decode('utf-8')"
-    assert rv.review(one_solution(clean), instructor) == []
+    _assert_review(cheats, clean)
 
 
 def test_channel_keeps_only_the_cases_that_arrived_during_hidden_tests():
