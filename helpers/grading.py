@@ -290,6 +290,25 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     JIT_GLUE = (TORCH + "jit/", TORCH + "compiler/")  # TorchScript's way in, when it runs
     DISPATCH_GLUE = (TORCH + "_library/", TORCH + "_ops.py")
     DISABLER = TORCH + "_compile.py"  # torch._disable_dynamo's wrapper around torch's own functions
+    # dynamo's and TorchScript's code that runs nothing compiled: once anything in the process
+    # has used torch.compile, dynamo patches nn.Module.__init__/__setstate__ (and __setattr__ of
+    # compiled modules' classes) to tag modules (mutation_guard.py; the tag's weak reference
+    # calls back when the module is freed), so every module an answer builds passes through it;
+    # and torch's own code asks is_compiling() or calls no-op markers. By (file, qualname); the
+    # markers and queries count as glue only where torch's own Python code calls them by name
+    # (TorchScript's C code calls is_exporting on its way in: from the frame that called the
+    # scripted function, which does not name it)
+    GLUE_FILES = (DYNAMO + "mutation_guard.py",)
+    DISABLE_CONTEXT = (DYNAMO + "eval_frame.py", "DisableContext.__call__.<locals>._fn")
+    GLUE_ANY_CALLER = {(DYNAMO + "utils.py", "ExactWeakKeyDictionary.__setitem__.<locals>.<lambda>")}
+    GLUE_CALLED_BY_NAME = {
+        (TORCH + "compiler/__init__.py", "is_compiling"),
+        (TORCH + "compiler/__init__.py", "is_dynamo_compiling"),
+        (TORCH + "compiler/__init__.py", "is_exporting"),
+        (DYNAMO + "decorators.py", "graph_break"),
+        (TORCH + "jit/__init__.py", "annotate"),
+        (TORCH + "jit/_builtins.py", "_register_builtin"),  # an op's first lookup names it
+    }
     FUNCTION = _type(lambda: 0)
     SITE = TORCH[: -_len("torch/")]  # the site-packages folder torch is installed in
     CODE = _type((lambda: 0).__code__)
@@ -360,15 +379,25 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         kinds[_id(code)] = (code, kind, name)
         return kind, name
 
-    def dynamo_switched_off(frame):
-        """Whether dynamo's or TorchScript's code at ``frame`` runs only because torch turned
-        dynamo off around one of its own functions (``torch._disable_dynamo``; importing
-        ``torch._dynamo`` wraps ``torch.manual_seed`` so): nothing but that wrapper's glue (and
-        the import it may do) lies between ``frame`` and the wrapper, so no code is compiled."""
-        frame = frame.f_back
+    def runs_nothing_compiled(frame):
+        """Whether dynamo's or TorchScript's code at ``frame`` runs nothing compiled: it is (or
+        was called by) the glue named above or the import of dynamo's
+        modules, or it runs only because torch turned dynamo off around one of its own functions
+        (``torch._disable_dynamo``, which importing ``torch._dynamo`` wraps ``torch.manual_seed``
+        in, or dynamo's ``DisableContext``, which optimizers' steps run in): nothing but such glue
+        lies between ``frame`` and the code that entered it."""
         while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename == DISABLER:
+            code = frame.f_code
+            filename = code.co_filename
+            in_torch_glue = filename.startswith(DYNAMO) or filename.startswith(JIT_GLUE)
+            if in_torch_glue and (
+                filename in GLUE_FILES
+                or (filename, code.co_qualname) in GLUE_ANY_CALLER
+                or code.co_name == "<module>"
+                or ((filename, code.co_qualname) in GLUE_CALLED_BY_NAME and called_by_torch(frame))
+            ):
+                return True
+            if filename == DISABLER or (filename, code.co_qualname) == DISABLE_CONTEXT:
                 fn = frame.f_locals.get("fn")
                 if _type(fn) is not FUNCTION:
                     return False
@@ -379,14 +408,19 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                     and not wrapped.startswith(DYNAMO)
                     and not wrapped.startswith(JIT_GLUE)
                 )
-            if not (
-                filename.startswith(DYNAMO)
-                or filename.startswith(JIT_GLUE)
-                or filename.startswith("<frozen")
-            ):
+            if not (in_torch_glue or filename.startswith("<frozen")):
                 return False
             frame = frame.f_back
         return False
+
+    def called_by_torch(frame):
+        """Whether torch's own Python code called ``frame``'s function by its name."""
+        caller = frame.f_back
+        return (
+            caller is not None
+            and caller.f_code.co_filename.startswith(TORCH)
+            and frame.f_code.co_name in caller.f_code.co_names
+        )
 
     def attributed_to_user(frame):
         """Whether the nearest frame that is not torch, a library, the standard library or this
@@ -499,7 +533,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                     if (
                         not inside[0]
                         and attributed_to_user(frame.f_back)
-                        and not dynamo_switched_off(frame)
+                        and not runs_nothing_compiled(frame)
                     ):
                         note(COMPILED_ if filename.startswith(DYNAMO) else SCRIPT)
                 module = frame.f_globals.get("__name__", "")

@@ -840,6 +840,30 @@ def test_torch_switching_dynamo_off_around_manual_seed_is_no_compiled_code(monke
     assert verdict.correct, verdict.message
 
 
+def test_modules_and_optimizers_after_torch_compile_ran_are_no_compiled_code(monkeypatch, tmp_path):
+    """Once torch.compile has run anywhere in the process (a cell of the student's, another
+    test), dynamo patches nn.Module.__init__ to tag every module built after; optimizers' steps
+    run inside dynamo's DisableContext and ask is_compiling(). None of that runs compiled code:
+    an honest answer that builds a module, copies it or steps an optimizer keeps its marks (the
+    05b exercise's honest nn.LayerNorm answer lost them in CI for this)."""
+    import copy
+
+    torch.compile(lambda a: a * 2, backend="eager")(torch.ones(3))  # dynamo's patches installed
+
+    def builds_modules(x):
+        norm = copy.deepcopy(torch.nn.Identity())
+        p = torch.nn.Parameter(x.clone())
+        for opt in (torch.optim.SGD([p], lr=0.0), torch.optim.AdamW([p], lr=0.0)):
+            (p * p).sum().backward()
+            opt.step()
+        return _rms_by_hand(norm(p.detach()))
+
+    x = torch.randn(3, 8, dtype=torch.float64)
+    got, verdict = _judged("l5_ex4", tmp_path, monkeypatch, _rms_by_hand, builds_modules, x)
+    assert "<torch.compile>" not in got["calls"] and "<TorchScript>" not in got["calls"]
+    assert verdict.correct, verdict.message
+
+
 @pytest.mark.parametrize("behind_the_wrapper", [False, True], ids=["compiled", "compiled, wrapped"])
 def test_compiled_code_is_seen_even_behind_torchs_dynamo_wrapper(
     monkeypatch, tmp_path, behind_the_wrapper
