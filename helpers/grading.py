@@ -300,7 +300,9 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     # scripted function, which does not name it)
     GLUE_FILES = (DYNAMO + "mutation_guard.py",)
     DISABLE_CONTEXT = (DYNAMO + "eval_frame.py", "DisableContext.__call__.<locals>._fn")
-    GLUE_ANY_CALLER = {(DYNAMO + "utils.py", "ExactWeakKeyDictionary.__setitem__.<locals>.<lambda>")}
+    GLUE_ANY_CALLER = {
+        (DYNAMO + "utils.py", "ExactWeakKeyDictionary.__setitem__.<locals>.<lambda>")
+    }
     GLUE_CALLED_BY_NAME = {
         (TORCH + "compiler/__init__.py", "is_compiling"),
         (TORCH + "compiler/__init__.py", "is_dynamo_compiling"),
