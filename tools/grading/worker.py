@@ -36,6 +36,12 @@ def main(argv: list[str]) -> int:
     config.CourseDirectory.root = str(course_dir)
     config.CourseDirectory.db_url = f"sqlite:///{course_dir / 'gradebook.db'}?timeout=60"
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    # what every student's autograde needs, loaded once at the start rather than in the first
+    # student's time (the confined executor and the recorder it reads seeds from import torch)
+    import grading.execute  # noqa: F401
+    import grading.saveverdicts  # noqa: F401
+    import helpers.grading  # noqa: F401
+
     # the answers go to a copy of stdout; fd 1 becomes stderr, so that nbgrader's and the kernels'
     # chatter (they inherit fd 1) never mixes with them
     out = os.fdopen(os.dup(1), "w", buffering=1)
