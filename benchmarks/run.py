@@ -585,12 +585,10 @@ def bench_grading(lesson, skip: bool, jobs: int) -> dict:
             seconds = time.perf_counter() - start
             workers = min(jobs, len(students))
             with TreeCPU() as one_worker:  # a worker's one-time start, graded nobody
-                subprocess.run(
-                    [sys.executable, str(ROOT / "tools" / "grading" / "worker.py"), str(course),
-                     cw.assignment_id(lesson)],
-                    cwd=course, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL, check=True,
-                )  # fmt: skip
+                worker = cw._worker(course, lesson, dict(os.environ))  # autograde's own command
+                worker.communicate("")  # no student: it starts, reads the end of its input, exits
+                if worker.returncode != 0:
+                    raise RuntimeError(f"a grading worker failed to start ({worker.returncode})")
             load = max(load_before, os.getloadavg()[0])
         finally:
             cw.CONFIG = saved

@@ -288,6 +288,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     _thread_count = d["thread_count"]
     DYNAMO = TORCH + "_dynamo/"
     JIT_GLUE = (TORCH + "jit/", TORCH + "compiler/")  # TorchScript's way in, when it runs
+    TORCH_GLUE = (DYNAMO, *JIT_GLUE)  # where compiled or scripted code is entered
     DISPATCH_GLUE = (TORCH + "_library/", TORCH + "_ops.py")
     DISABLER = TORCH + "_compile.py"  # torch._disable_dynamo's wrapper around torch's own functions
     # dynamo's and TorchScript's code that runs nothing compiled: once anything in the process
@@ -383,15 +384,15 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     def runs_nothing_compiled(frame):
         """Whether dynamo's or TorchScript's code at ``frame`` runs nothing compiled: it is (or
-        was called by) the glue named above or the import of dynamo's
-        modules, or it runs only because torch turned dynamo off around one of its own functions
-        (``torch._disable_dynamo``, which importing ``torch._dynamo`` wraps ``torch.manual_seed``
-        in, or dynamo's ``DisableContext``, which optimizers' steps run in): nothing but such glue
-        lies between ``frame`` and the code that entered it."""
+        was called by) the glue named above or the import of dynamo's modules, or it runs only
+        because torch turned dynamo off around one of its own functions (``torch._disable_dynamo``,
+        which importing ``torch._dynamo`` wraps ``torch.manual_seed`` in, or dynamo's
+        ``DisableContext``, which optimizers' steps run in): nothing but such glue lies between
+        ``frame`` and the code that entered it."""
         while frame is not None:
             code = frame.f_code
             filename = code.co_filename
-            in_torch_glue = filename.startswith(DYNAMO) or filename.startswith(JIT_GLUE)
+            in_torch_glue = filename.startswith(TORCH_GLUE)
             if in_torch_glue and (
                 filename in GLUE_FILES
                 or (filename, code.co_qualname) in GLUE_ANY_CALLER
@@ -407,8 +408,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                 return (
                     wrapped.startswith(TORCH)
                     and wrapped != DISABLER
-                    and not wrapped.startswith(DYNAMO)
-                    and not wrapped.startswith(JIT_GLUE)
+                    and not wrapped.startswith(TORCH_GLUE)
                 )
             if not (in_torch_glue or filename.startswith("<frozen")):
                 return False
@@ -531,7 +531,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                     note(name)
             elif kind == "library":
                 filename = code.co_filename
-                if filename.startswith(DYNAMO) or filename.startswith(JIT_GLUE):
+                if filename.startswith(TORCH_GLUE):
                     if (
                         not inside[0]
                         and attributed_to_user(frame.f_back)
