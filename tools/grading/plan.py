@@ -15,7 +15,9 @@ A course cell is **needed** (computed to a fixpoint, from the cells that always 
 * it reads a name bound by assignment (an object that may be changed in place: a model, a list)
   that a needed cell reads, or a name bound from such an object (``opt = Adam(model.parameters())``),
   before that cell; or it assigns an attribute or item of any name a needed cell reads
-  (``helpers.x = ...``);
+  (``helpers.x = ...``); what a cell's functions change counts for every cell that may call them
+  (that reads their name, or a name bound from it), and for the cell itself; a function's local
+  variable is not the global of that name, though what it shares is (``m = model; m.zero_()``);
 * it changes the interpreter's or a library's global state by a known call
   (``torch.set_default_dtype``, ``set_grad_enabled``, ``warnings.filterwarnings`` ...), holds an
   IPython magic or shell escape, declares ``global``/``nonlocal``, or does not parse.
@@ -68,6 +70,8 @@ class CellFacts:
     reads_later: set[str] = field(default_factory=set)  # read by its functions when called
     mutates: set[str] = field(default_factory=set)  # objects it may change in place
     stores: set[str] = field(default_factory=set)  # names whose attributes or items it assigns
+    mutates_later: set[str] = field(default_factory=set)  # ... when its functions are called
+    stores_later: set[str] = field(default_factory=set)
     aliases: dict[str, set[str]] = field(default_factory=dict)  # bound name -> names it may share
     effects: list[str] = field(default_factory=list)  # why it must run wherever it is
     dynamic: bool = False  # reaches the namespace as a whole
@@ -126,11 +130,38 @@ def _is_plain_target(target) -> bool:
     )
 
 
-def _loads(node) -> set[str]:
-    """Names read by a statement when it runs (not inside the functions or lambdas it defines)."""
+def _loads(node, shadowing: bool = True) -> set[str]:
+    """Names read by a statement when it runs (not inside the functions or lambdas it defines);
+    with ``shadowing``, not a loop's or a with's target read in its body."""
     found: set[str] = set()
 
-    def visit(n):
+    def visit(n, shadow=frozenset()):
+        if shadowing and isinstance(n, ast.For | ast.AsyncFor | ast.With | ast.AsyncWith):
+            # the loop's or with's own target is bound before its body runs: a body's read of it
+            # is no read from outside (its ``else`` may run with the target unbound)
+            heads = (
+                [n.iter, n.target]
+                if isinstance(n, ast.For | ast.AsyncFor)
+                else [
+                    part
+                    for item in n.items
+                    for part in (item.context_expr, item.optional_vars)
+                    if part
+                ]
+            )
+            targets = (
+                [n.target]
+                if isinstance(n, ast.For | ast.AsyncFor)
+                else [item.optional_vars for item in n.items if item.optional_vars is not None]
+            )
+            inner = shadow | {x.id for t in targets for x in _plain_names(t)}
+            for part in heads:
+                visit(part, shadow)
+            for stmt in n.body:
+                visit(stmt, inner)
+            for stmt in getattr(n, "orelse", []):
+                visit(stmt, shadow)
+            return
         if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef):
             for d in n.decorator_list + n.args.defaults + n.args.kw_defaults:
                 if d is not None:
@@ -141,10 +172,10 @@ def _loads(node) -> set[str]:
                 if d is not None:
                     visit(d)
             return
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in shadow:
             found.add(n.id)
         for child in ast.iter_child_nodes(n):
-            visit(child)
+            visit(child, shadow)
 
     visit(node)
     return found
@@ -160,14 +191,81 @@ PURE = {"print", "len", "int", "float", "str", "repr", "bool", "isinstance", "is
 _PURE_MODULES = {"math", "np", "numpy", "statistics"}
 
 
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+_COMPREHENSION_NODES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _local_names(scope) -> set[str]:
+    """The names certainly local to a function, lambda or comprehension: its parameters and what
+    its own body binds (not its nested functions' or classes' bodies), less any it declares
+    ``global`` or ``nonlocal``. A name left out is taken for a global: the safe side."""
+    if isinstance(scope, _COMPREHENSION_NODES):
+        return {
+            n.id for g in scope.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)
+        }
+    args = scope.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    declared: set[str] = set()
+
+    def visit(n):
+        if isinstance(n, ast.Global | ast.Nonlocal):
+            declared.update(n.names)
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(n.name)  # its body is another scope
+            return
+        elif isinstance(
+            n, ast.Lambda | ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+        ):
+            return  # another scope (a walrus in a comprehension is left out: taken for a global)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store | ast.Del):
+            names.add(n.id)
+        elif isinstance(n, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in n.names if a.name != "*")
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            names.add(n.name)
+        for child in ast.iter_child_nodes(n):
+            visit(child)
+
+    for stmt in scope.body if isinstance(scope.body, list) else [scope.body]:
+        visit(stmt)
+    return names - declared
+
+
 def _uses(tree, out: CellFacts) -> None:
     """Which names the cell may change in place (a method called on it, passed to a call that is
-    not known to be pure, iterated, assigned into), and which bound names may share an object
-    with which read names (``v = u``, ``v = u.weight``, ``v = f(u)``; not ``v = u + 1``)."""
+    not known to be pure, iterated, an attribute or item assigned), and which bound names may
+    share an object with which read names (``v = u``, ``v = u.weight``, ``v = f(u)``; not
+    ``v = u + 1``). Inside a function: what happens when it is called (``mutates_later``), and a
+    name local to it is not the global of that name, though what it shares is (``m = model;
+    m.zero_()`` changes ``model``)."""
     parents = {}
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             parents[child] = node
+    local_names: dict[int, set[str]] = {}
+
+    def resolve(node, name):
+        """(key, later): the global name or (scope, name) a Name node means, and whether the code
+        it is in runs only when a function is called."""
+        key, later, came, up = None, False, node, parents.get(node)
+        while up is not None:
+            outside = (  # a default, a decorator, an annotation, a comprehension's first iterable
+                (isinstance(up, _FUNCTIONS) and came is not up.body
+                 and not (isinstance(up.body, list) and any(came is b for b in up.body)))
+                or (isinstance(up, _COMPREHENSION_NODES) and came is up.generators[0]
+                    and _inside(node, up.generators[0].iter))
+            )  # fmt: skip
+            if isinstance(up, _FUNCTIONS + _COMPREHENSION_NODES) and not outside:
+                if isinstance(up, _FUNCTIONS):
+                    later = True
+                if key is None:
+                    if id(up) not in local_names:
+                        local_names[id(up)] = _local_names(up)
+                    if name in local_names[id(up)]:
+                        key = (id(up), name)
+            came, up = up, parents.get(up)
+        return (key or name), later
 
     def pure_call(call) -> bool:
         func = call.func
@@ -181,16 +279,27 @@ def _uses(tree, out: CellFacts) -> None:
             return True
         return name in PURE
 
+    changed_keys: dict[object, bool] = {}  # key -> changed when the cell runs (else later only)
+    stored_keys: dict[object, bool] = {}
+    edges: dict[object, set] = {}  # bound key -> keys it may share an object with
+    plain: dict[object, set] = {}  # the same, for a name bound whole (``v = u``, not ``v.a = u``)
+
+    def note(table, key, later):
+        table[key] = table.get(key, False) or not later
+
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
             continue
         name, child, parent = node.id, node, parents.get(node)
-        shared = changed = False
+        key, later = resolve(node, name)
+        shared = changed = stored = False
         # climb through attribute and item reads: u.a[0].b
         while isinstance(parent, ast.Attribute | ast.Subscript) and parent.value is child:
             child, parent = parent, parents.get(parent)
             shared = True
-        if isinstance(parent, ast.Call) and parent.func is child:
+        if child is not node and isinstance(child.ctx, ast.Store | ast.Del):
+            changed = stored = True  # u.a = ..., u[0] = ..., del u.a, u.a += ...
+        elif isinstance(parent, ast.Call) and parent.func is child:
             changed = shared = not (shared and pure_call(parent)) if child is not node else False
             if child is not node and not pure_call(parent):
                 changed = True
@@ -202,6 +311,9 @@ def _uses(tree, out: CellFacts) -> None:
             call = parent if isinstance(parent, ast.Call) else parents.get(parent)
             if not (isinstance(call, ast.Call) and pure_call(call)):
                 changed = shared = True
+                func = call.func if isinstance(call, ast.Call) else None
+                if isinstance(func, ast.Name) and func.id in ("setattr", "delattr"):
+                    stored = True
         elif isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare | ast.BoolOp | ast.FormattedValue
                         | ast.Assert | ast.If | ast.While | ast.IfExp | ast.JoinedStr):  # fmt: skip
             pass
@@ -214,7 +326,9 @@ def _uses(tree, out: CellFacts) -> None:
         else:  # a plain assignment, an element of a list or dict, an argument default ...
             shared = True
         if changed:
-            out.mutates.add(name)
+            note(changed_keys, key, later)
+        if stored:
+            note(stored_keys, key, later)
         if shared:
             assign = parent
             while assign is not None and not isinstance(
@@ -226,8 +340,53 @@ def _uses(tree, out: CellFacts) -> None:
             if isinstance(assign, ast.Assign | ast.AnnAssign | ast.NamedExpr):
                 targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
                 for target in targets:
-                    for bound in _names_in(target):
-                        out.aliases.setdefault(bound, set()).add(name)
+                    whole = {id(n) for n in _plain_names(target)}
+                    for n in ast.walk(target):
+                        if isinstance(n, ast.Name):
+                            bound = resolve(n, n.id)[0]
+                            edges.setdefault(bound, set()).add(key)
+                            if id(n) in whole:
+                                plain.setdefault(bound, set()).add(key)
+
+    def globals_of(key, through=edges) -> set[str]:
+        """The global names an object reached from ``key`` may be shared with (itself if global)."""
+        seen, todo, found = {key}, [key], set()
+        while todo:
+            k = todo.pop()
+            if isinstance(k, str):
+                found.add(k)
+                continue
+            for source in through.get(k, ()):
+                if source not in seen:
+                    seen.add(source)
+                    todo.append(source)
+        return found
+
+    for table, now_set, later_set, through in (
+        (changed_keys, out.mutates, out.mutates_later, edges),
+        (stored_keys, out.stores, out.stores_later, plain),  # ``self.a = 1`` changes self only
+    ):
+        for key, now in table.items():  # a local: the globals it may share are changed
+            (now_set if now else later_set).update(globals_of(key, through))
+    for bound, sources in edges.items():
+        if isinstance(bound, str):
+            for source in sources:
+                out.aliases.setdefault(bound, set()).update(globals_of(source))
+
+
+def _plain_names(target) -> list:
+    """The Name nodes a target binds whole (``v``, ``a, *b``), not those it assigns into."""
+    if isinstance(target, ast.Name):
+        return [target]
+    if isinstance(target, ast.Tuple | ast.List):
+        return [n for e in target.elts for n in _plain_names(e)]
+    if isinstance(target, ast.Starred):
+        return _plain_names(target.value)
+    return []
+
+
+def _inside(node, ancestor) -> bool:
+    return any(n is node for n in ast.walk(ancestor))
 
 
 def _names_in(target) -> list[str]:
@@ -362,7 +521,13 @@ def facts(source: str) -> CellFacts:
             name = symbol.get_name()
             if not symbol.is_referenced():
                 continue
-            if nested and not (symbol.is_global() or symbol.is_free()):
+            # Python 3.11's symtable takes any table named "top" for the module's own, so the
+            # locals of a function called ``top`` read as globals: a local is never a global
+            # unless the function declares it so
+            is_global = symbol.is_declared_global() or (
+                symbol.is_global() and not symbol.is_local()
+            )
+            if nested and not (is_global or symbol.is_free()):
                 continue
             if symbol.is_free():
                 continue  # a closure variable of an enclosing function, not a global
@@ -381,15 +546,18 @@ def facts(source: str) -> CellFacts:
     walk_table(table, nested=False)
     _uses(tree, out)
     # what the cell reads before it binds it itself (``x = f(); g(x)`` reads no earlier x)
-    external, bound = set(), set()
+    external, bound, everything = set(), set(), set()
     for stmt in tree.body:
         external |= _loads(stmt) - bound
+        everything |= _loads(stmt, shadowing=False)
         before = set(out.binds_always)
         out.binds_always.clear()
         top_level([stmt], True)
         bound |= out.binds_always
         out.binds_always |= before
-    out.reads = {n for n in out.reads if n in external or n not in out.binds_always}
+    out.reads = {
+        n for n in out.reads if n in external or (n not in everything and n not in out.binds_always)
+    }
     for dotted, calls in setters.items():
         last = calls[-1]
         restored = len(calls) > 1 and last.args and ast.unparse(last.args[0]) in _DEFAULTS
@@ -465,6 +633,35 @@ def plan(nb, release, enabled: bool = True) -> Plan:
     star = [i for i in code if info[i].star or info[i].dynamic]
     mutable = {n for i in code for n in info[i].binds - info[i].imports - info[i].values}
 
+    # What calling a name may change: the functions of every cell that binds it (a cell's
+    # functions together: which one a name is, is not followed), what those read when they run,
+    # and what it was bound from (``cb = poke``), to a fixpoint
+    later: dict[str, tuple[set[str], set[str]]] = {n: (set(), set()) for n in binders}
+    grew = True
+    while grew:
+        grew = False
+        for name, (mut, sto) in later.items():
+            size = len(mut) + len(sto)
+            for j in binders[name]:
+                mut |= info[j].mutates_later
+                sto |= info[j].stores_later
+                for other in info[j].reads_later | info[j].aliases.get(name, set()):
+                    if other in later and other != name:
+                        mut |= later[other][0]
+                        sto |= later[other][1]
+            grew |= len(mut) + len(sto) > size
+    # what a cell may change when it runs: its own code, its own functions (it may call them),
+    # and whatever it calls or hands on may do
+    changes_of: dict[int, tuple[set[str], set[str]]] = {}
+    for i in code:
+        mut = info[i].mutates | info[i].mutates_later
+        sto = info[i].stores | info[i].stores_later
+        for name in info[i].reads | info[i].reads_later:
+            if name in later:
+                mut = mut | later[name][0]
+                sto = sto | later[name][1]
+        changes_of[i] = (mut, sto)
+
     def related(name: str) -> set[str]:
         """The name, and names bound from it that may share its object (views, optimizers)."""
         seen, todo = {name}, [name]
@@ -503,7 +700,7 @@ def plan(nb, release, enabled: bool = True) -> Plan:
             limit = n if name in info[n].reads and name not in info[n].reads_later else 10**9
             for alias in related(name) if name in mutable else {name}:
                 for i in code:
-                    changes = info[i].mutates if alias in mutable else info[i].stores
+                    changes = changes_of[i][0] if alias in mutable else changes_of[i][1]
                     if i < limit and i != n and alias in changes:
                         shown = "" if alias == name else f" (which may share {name!r})"
                         need(i, f"may change {alias!r}{shown} in place, which cell {n} reads")
