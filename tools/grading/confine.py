@@ -27,7 +27,9 @@ and so the student's code, runs:
 * under limits: address space (``GRADING_MEMORY_MB``, default 4096), CPU time
   (``GRADING_CPU_SECONDS``, default 900), the size of any file it writes (``GRADING_FILE_MB``,
   default 256) and wall-clock time (``GRADING_WALL_SECONDS``, default 1200) for the whole
-  notebook; nbgrader's own per-cell timeout comes on top.
+  notebook; nbgrader's own per-cell timeout comes on top;
+* with one compute thread (``OMP_NUM_THREADS``; ``GRADING_THREADS`` to change it): ``--jobs N``
+  grades N students at once, each kernel on a core of its own.
 
 Bubblewrap (Debian's ``bubblewrap``) is used because it is small, audited, used by Flatpak, and
 needs no daemon; as root (CI) it creates the namespaces directly.
@@ -103,6 +105,7 @@ def command(connection_file: str, fd_in: int, fd_out: int) -> list[str]:
     sockets = str(_sockets_folder(connection_file))
     wall = os.environ.get("GRADING_WALL_SECONDS", "1200")
     tmpfs = str(int(os.environ.get("GRADING_TMPFS_MB", "512")) * 1024 * 1024)
+    threads = str(max(1, int(os.environ.get("GRADING_THREADS", "1"))))
     return [
         shutil.which("timeout") or "/usr/bin/timeout",
         "--signal=KILL",
@@ -155,6 +158,14 @@ def command(connection_file: str, fd_in: int, fd_out: int) -> list[str]:
         "--setenv",
         "PYDEVD_DISABLE_FILE_VALIDATION",
         "1",
+        # one thread per kernel: ``--jobs N`` runs N kernels at once, and the lessons' models
+        # are small (several lessons set one thread themselves); GRADING_THREADS to change it
+        "--setenv",
+        "OMP_NUM_THREADS",
+        threads,
+        "--setenv",
+        "MKL_NUM_THREADS",
+        threads,
         "--setenv",
         "HELPERS_GRADING_STARTUP_FD",
         str(fd_in),
