@@ -440,13 +440,15 @@ class _Coursework:
         counts = sorted(len(references.info(p)["skipped"]) for p in cached)
         print(f"\nlesson {course.lesson.key}: cells skipped when grading: {counts[-1]}")
 
-    def test_skipping_demonstration_cells_changes_no_verdict_of_a_wrong_or_blank_submission(
+    def test_skipping_demonstration_cells_changes_no_verdict_of_a_wrong_or_blank_answer(
         self, course, graded
     ):
-        """The wrong submission the autograde test grades (one exercise answered 1% off) and a
-        blank one (the release as handed out: every answer a stub) run as every graded run is,
-        once with the demonstration cells skipped and once whole: every exercise gets the same
-        verdict, every hidden case records the same values and calls, and something was skipped."""
+        """One submission with every kind of answer: the exercise the autograde test gets wrong
+        answered 1% off (as there), the first other exercise left as released (its stub), every
+        other one right. Run as every graded run is, once with the demonstration cells skipped and
+        once whole: every exercise gets the same verdict, every hidden case records the same
+        values and calls, and something was skipped. (The instructor's right answers, skipped and
+        whole, are the record test above.)"""
         from grading import execute
         from grading import reference as references
         from grading.verdicts import by_case, judge_all
@@ -457,38 +459,43 @@ class _Coursework:
         aid, nid = cw.assignment_id(course.lesson), cw.notebook_id(course.lesson)
         source = _read(course.folder / "source" / aid / course.lesson.notebook)
         release = _read(course.folder / "release" / aid / course.lesson.notebook)
-        wrong = copy.deepcopy(course.instructor)
-        cell = wrong.cells[wrong_ex.solution_index]
+        blank_ex = next((e for e in course.exercises if e is not wrong_ex), None)
+        mixed = copy.deepcopy(course.instructor)
+        cell = mixed.cells[wrong_ex.solution_index]
         cell.source = wrong_answer(cell.source)
+        if blank_ex is not None:
+            mixed.cells[blank_ex.solution_index] = copy.deepcopy(
+                release.cells[blank_ex.solution_index]
+            )
         ids = execute.solution_ids(source)
         keep = ("value", "calls", "inputs", "error")
-        for name, nb in ((STUDENT_WRONG, wrong), ("blank", release)):
-            seen = {}
-            for skip in (True, False):
-                ref = references.reference(course.folder, aid, nid, PUBLIC_SECRET, skip)
-                outcome = execute.run(
-                    copy.deepcopy(nb), source, release, course.folder, PUBLIC_SECRET, skip=skip
-                )
-                assert not outcome.problems, (name, skip, outcome.problems)
-                verdicts = judge_all(ids, ref, outcome.records)
-                records = {
-                    x: {c: [{k: e.get(k) for k in keep} for e in es] for c, es in cases.items()}
-                    for x, cases in by_case(outcome.records.cases).items()
-                }
-                seen[skip] = (outcome.skipped, verdicts, records)
-            (skipped, on, records_on), (_, off, records_off) = seen[True], seen[False]
-            assert skipped, f"{name}: no cell was skipped (the comparison would prove nothing)"
-            assert {x: (v.correct, v.message) for x, v in on.items()} == {
-                x: (v.correct, v.message) for x, v in off.items()
-            }, name
-            assert records_on == records_off, name
-            if name == STUDENT_WRONG:
-                assert [x for x, v in on.items() if not v.correct] == [wrong_ex.solution_id]
-            else:
-                assert not any(v.correct for v in on.values()), "a blank answer was accepted"
-            print(
-                f"\nlesson {course.lesson.key} {name}: {len(skipped)} cells skipped, same verdicts"
+        seen = {}
+        for skip in (True, False):
+            ref = references.reference(course.folder, aid, nid, PUBLIC_SECRET, skip)
+            outcome = execute.run(
+                copy.deepcopy(mixed), source, release, course.folder, PUBLIC_SECRET, skip=skip
             )
+            assert not outcome.problems, (skip, outcome.problems)
+            verdicts = judge_all(ids, ref, outcome.records)
+            records = {
+                x: {c: [{k: e.get(k) for k in keep} for e in es] for c, es in cases.items()}
+                for x, cases in by_case(outcome.records.cases).items()
+            }
+            seen[skip] = (outcome.skipped, verdicts, records)
+        (skipped, on, records_on), (_, off, records_off) = seen[True], seen[False]
+        assert skipped, "no cell was skipped (the comparison would prove nothing)"
+        assert {x: (v.correct, v.message) for x, v in on.items()} == {
+            x: (v.correct, v.message) for x, v in off.items()
+        }
+        assert records_on == records_off
+        wrong = {wrong_ex.solution_id} | ({blank_ex.solution_id} if blank_ex else set())
+        assert {x for x, v in on.items() if not v.correct} == wrong, on
+        assert {x for x, v in on.items() if v.correct} == set(ids) - wrong, on
+        print(
+            f"\nlesson {course.lesson.key}: {wrong_ex.solution_id} wrong, "
+            f"{blank_ex.solution_id if blank_ex else 'none'} blank, the rest right: "
+            f"{len(skipped)} cells skipped, same verdicts"
+        )
 
     def test_autograde_one_wrong_answer_loses_exactly_its_points(self, course, graded):
         scores, wrong_ex, autograded = graded
