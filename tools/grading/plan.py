@@ -7,26 +7,35 @@ an id the student could edit). The grader always runs every exercise cell (solut
 every cell the student added or changed, and every course cell that one of those needs, in the
 notebook's order; the other course cells (training runs, sweeps, figures) are skipped.
 
-A course cell is **needed** (computed to a fixpoint, from the cells that always run):
+The rule is meant to be safe rather than sharp: a course cell is skipped only when nothing it
+could touch is anything a needed cell reads. From each cell's source alone (``ast``, ``symtable``;
+a function's own local variables are not the globals of those names):
 
-* it binds a name a needed cell reads at the top level (the last unconditional binding before
-  that cell, and any conditional ones after it), or a name a needed cell's functions or classes
-  read when they run (every cell that binds it: when they run is not known);
-* it reads a name bound by assignment (an object that may be changed in place: a model, a list)
-  that a needed cell reads, or a name bound from such an object (``opt = Adam(model.parameters())``),
-  before that cell; or it assigns an attribute or item of any name a needed cell reads
-  (``helpers.x = ...``); what a cell's functions change counts for every cell that may call them
-  (that reads their name, or a name bound from it), and for the cell itself; a function's local
-  variable is not the global of that name, though what it shares is (``m = model; m.zero_()``);
-* it changes the interpreter's or a library's global state by a known call
-  (``torch.set_default_dtype``, ``set_grad_enabled``, ``warnings.filterwarnings`` ...), holds an
-  IPython magic or shell escape, declares ``global``/``nonlocal``, or does not parse.
+* **What a needed cell observes**: every global name it reads, when it runs or in its functions.
+* **What a course cell could touch**: every global name it mentions (reads, binds, changes, passes
+  on: any mention may change the object in place), its functions' and classes' too, and, closed
+  over the cells that bind those names, everything those cells mention (an object may carry code
+  or share parts with what built it: ``p = P(); p.go()``, ``row = data[0]``). A bare call
+  ``f(...)`` of a function or class touches what its code mentions, not the name ``f``.
+* A course cell before the last needed cell is needed when it could touch what a needed cell
+  observes; what it reads is then observed too, to a fixpoint.
+* Names bound only by imports (modules, imported functions) are left out of both, and instead a
+  cell **always runs** that assigns or deletes an attribute or item of one (``math.pi = 3``,
+  ``plt.rcParams[...] = ...``, ``sys.modules[...] = ...``), mentions a setter of global state
+  (``set_default_dtype``, ``set_grad_enabled``, ``filterwarnings``, ``setattr``, ``environ``,
+  ``reload`` ..., however it is spelled or called), may write a file (``open``, ``save``,
+  ``dump``, ``write_text`` ...), holds an IPython magic or shell escape, declares ``global`` or
+  ``nonlocal``, or does not parse.
 
-Nothing is skipped at all when a needed cell reaches the namespace as a whole (``globals()``,
-``exec``, ``In``/``Out``/``_``, ``get_ipython``, ...) or reads a name no cell binds while some cell
-binds names the parser cannot see (``from x import *``, ``exec``). The random state is not
-tracked: the hidden tests seed their own generators (a test of every lesson checks that the
-verdicts are the same with and without skipping).
+Nothing is skipped at all when a cell that runs reaches the namespace as a whole (``globals()``,
+``exec``, ``In``/``Out``/``_``, ``get_ipython``, ...); a course cell that does always runs and may
+bind any name. A name a needed cell reads that no cell binds makes every cell that may bind names
+the parser cannot see (``from x import *``, ``exec``) needed. Not tracked, by design: the random
+state (the hidden tests seed their own generators; a test of every lesson checks that the verdicts
+are the same with and without skipping), and what the course's own helpers change inside
+themselves when a skipped cell calls them, beyond the objects passed to them.
+tests/test_grading_plan.py runs small notebooks whole and planned and compares what the exercise
+sees.
 """
 
 from __future__ import annotations
@@ -45,34 +54,51 @@ DYNAMIC = {"globals", "locals", "vars", "dir", "eval", "exec", "__import__", "ge
            "In", "Out", "_", "__", "___", "_i", "_ii", "_iii", "_ih", "_oh", "_dh", "exit",
            "quit", "__builtins__", "__dict__"}  # fmt: skip
 _HISTORY = re.compile(r"^_i?\d+$")
-#: Calls that change global state a later cell may depend on.
-GLOBAL_STATE = re.compile(
-    r"(^|\.)(set_default_dtype|set_default_tensor_type|set_default_device|set_grad_enabled|"
-    r"use_deterministic_algorithms|set_num_threads|set_num_interop_threads|set_flush_denormal|"
-    r"set_float32_matmul_precision|setrecursionlimit|chdir|putenv|set_anomaly_enabled|"
-    r"set_detect_anomaly)$"
+#: A mention of one of these (a name, an attribute, however it is then called) makes a cell
+#: always run: they change the interpreter's or a library's global state, or the file system.
+EFFECTS = re.compile(
+    r"^(set_default_dtype|set_default_tensor_type|set_default_device|set_grad_enabled|"
+    r"_set_grad_enabled|use_deterministic_algorithms|set_num_threads|set_num_interop_threads|"
+    r"set_flush_denormal|set_float32_matmul_precision|set_printoptions|set_anomaly_enabled|"
+    r"set_detect_anomaly|setrecursionlimit|settrace|setprofile|setswitchinterval|seterr|"
+    r"filterwarnings|simplefilter|resetwarnings|showwarning|environ|putenv|unsetenv|chdir|umask|"
+    r"reload|import_module|setattr|delattr|vars|builtins|__builtins__|__enter__|__exit__|"
+    r"getcontext|setcontext|rcParams|rcdefaults|rc_context|"
+    r"open|save|savez|savez_compressed|savetxt|savefig|tofile|dump|to_csv|to_pickle|write_text|"
+    r"write_bytes|mkdir|makedirs|unlink|rmdir|rmtree|touch|symlink_to|hardlink_to|copyfile|"
+    r"copytree|chmod)$"
+)
+#: The same for a dotted name whose last part alone is too common to tell (``handle.remove()``).
+DOTTED_EFFECTS = re.compile(
+    r"(^|\.)(os\.(remove|rename|replace|system|link|symlink|truncate|removedirs)|"
+    r"(plt|pyplot|matplotlib|mpl)\.(style|rc|use)|sys\.(modules|path|stdout|stderr|stdin)|"
+    r"warnings\.\w+|shutil\.\w+)$"
 )
 _BUILTINS = set(dir(builtins)) | {"display", "__name__", "__file__", "get_ipython"}
-#: A setter whose last call in a cell passes one of these puts the default back.
-_DEFAULTS = {"torch.float32", "True", "False", "None"}
 _COMPREHENSIONS = {"listcomp", "setcomp", "dictcomp", "genexpr"}
 
 
 @dataclass
 class CellFacts:
-    """What one code cell binds, reads and changes (from its source alone)."""
+    """What one code cell binds, reads and may touch (from its source alone)."""
 
     binds: set[str] = field(default_factory=set)
     binds_always: set[str] = field(default_factory=set)  # unconditional top-level bindings
-    imports: set[str] = field(default_factory=set)  # bound by import, def or class
+    imports: set[str] = field(default_factory=set)  # bound by an import
+    defs: set[str] = field(default_factory=set)  # bound by def or class
+    classes: set[str] = field(default_factory=set)  # bound by class
     values: set[str] = field(default_factory=set)  # bound to numbers, strings, tuples of them
     reads: set[str] = field(default_factory=set)  # read when the cell runs
     reads_later: set[str] = field(default_factory=set)  # read by its functions when called
-    mutates: set[str] = field(default_factory=set)  # objects it may change in place
-    stores: set[str] = field(default_factory=set)  # names whose attributes or items it assigns
-    mutates_later: set[str] = field(default_factory=set)  # ... when its functions are called
-    stores_later: set[str] = field(default_factory=set)
-    aliases: dict[str, set[str]] = field(default_factory=dict)  # bound name -> names it may share
+    now: set[str] = field(default_factory=set)  # global names its code run at once mentions
+    later: set[str] = field(default_factory=set)  # ... that its functions' bodies mention
+    called: set[str] = field(default_factory=set)  # mentioned at once only as ``f(...)``
+    bare: set[str] = field(default_factory=set)  # ... only as a plain name (called, passed on)
+    store_roots: set[str] = field(default_factory=set)  # ``u`` of ``u.a = ...``, ``u[0] = ...``
+    plain_defs: set[str] = field(default_factory=set)  # defs and classes that keep no state
+    aliases: dict[str, str] = field(default_factory=dict)  # ``m = math`` -> {"m": "math"}
+    effect_aliases: set[str] = field(default_factory=set)  # ``sa = setattr``, ``import .. as``
+    later_effects: list[str] = field(default_factory=list)  # effects inside its functions
     effects: list[str] = field(default_factory=list)  # why it must run wherever it is
     dynamic: bool = False  # reaches the namespace as a whole
     star: bool = False  # binds names the parser cannot see
@@ -181,16 +207,6 @@ def _loads(node, shadowing: bool = True) -> set[str]:
     return found
 
 
-#: Calls that read their arguments and never change them (a guess at the rest: they may).
-PURE = {"print", "len", "int", "float", "str", "repr", "bool", "isinstance", "issubclass", "type",
-        "range", "abs", "min", "max", "sum", "sorted", "list", "tuple", "set", "frozenset", "round",
-        "enumerate", "zip", "any", "all", "hash", "id", "format", "divmod", "pow", "fmt", "math",
-        "count_parameters", "allclose", "isclose", "equal", "assert_close", "norm", "mean", "std",
-        "tensor", "as_tensor", "array", "asarray", "stack", "cat", "isfinite", "isnan", "argmax",
-        "item", "tolist", "shape", "size", "numel", "dim", "exp", "log", "sqrt"}  # fmt: skip
-_PURE_MODULES = {"math", "np", "numpy", "statistics"}
-
-
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _COMPREHENSION_NODES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -232,22 +248,12 @@ def _local_names(scope) -> set[str]:
     return names - declared
 
 
-def _uses(tree, out: CellFacts) -> None:
-    """Which names the cell may change in place (a method called on it, passed to a call that is
-    not known to be pure, iterated, an attribute or item assigned), and which bound names may
-    share an object with which read names (``v = u``, ``v = u.weight``, ``v = f(u)``; not
-    ``v = u + 1``). Inside a function: what happens when it is called (``mutates_later``), and a
-    name local to it is not the global of that name, though what it shares is (``m = model;
-    m.zero_()`` changes ``model``)."""
-    parents = {}
-    for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[child] = node
+def _resolver(parents: dict):
+    """resolve(node, name) -> (the global name, or (scope, name) for a local; whether the code
+    it is in runs only when a function is called)."""
     local_names: dict[int, set[str]] = {}
 
     def resolve(node, name):
-        """(key, later): the global name or (scope, name) a Name node means, and whether the code
-        it is in runs only when a function is called."""
         key, later, came, up = None, False, node, parents.get(node)
         while up is not None:
             outside = (  # a default, a decorator, an annotation, a comprehension's first iterable
@@ -267,111 +273,100 @@ def _uses(tree, out: CellFacts) -> None:
             came, up = up, parents.get(up)
         return (key or name), later
 
-    def pure_call(call) -> bool:
-        func = call.func
-        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-        if name is None or name.endswith("_") or any(k.arg == "out" for k in call.keywords):
-            return False
-        root = func
-        while isinstance(root, ast.Attribute):
-            root = root.value
-        if isinstance(root, ast.Name) and root.id in _PURE_MODULES:
-            return True
-        return name in PURE
+    return resolve
 
-    changed_keys: dict[object, bool] = {}  # key -> changed when the cell runs (else later only)
-    stored_keys: dict[object, bool] = {}
-    edges: dict[object, set] = {}  # bound key -> keys it may share an object with
-    plain: dict[object, set] = {}  # the same, for a name bound whole (``v = u``, not ``v.a = u``)
 
-    def note(table, key, later):
-        table[key] = table.get(key, False) or not later
+def _dotted(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    parts.append(node.id if isinstance(node, ast.Name) else "?")
+    return ".".join(reversed(parts))
 
+
+def _mentions(tree, out: CellFacts) -> None:
+    """Every global name the cell mentions, at once or in its functions; the names it mentions
+    at once only as a bare call; the roots of what it assigns into; the effects it names."""
+    parents = {}
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    resolve = _resolver(parents)
+    other_use: set[str] = set()
+    not_bare: set[str] = set()
+    for node in ast.walk(tree):
+        effect = None
+        if isinstance(node, ast.Attribute) and EFFECTS.match(node.attr):
+            effect = f"may change global state or files (.{node.attr})"
+        elif isinstance(node, ast.Attribute) and DOTTED_EFFECTS.search(_dotted(node)):
+            effect = f"may change global state or files ({_dotted(node)})"
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            effect = "declares global names"
+        if isinstance(node, ast.Attribute) and node.attr in ("__dict__", "__globals__"):
+            out.dynamic = True
+        if effect:
+            out.effects.append(effect)
+            if resolve(node, "")[1]:
+                out.later_effects.append(effect)
+        if not isinstance(node, ast.Name):
             continue
-        name, child, parent = node.id, node, parents.get(node)
-        key, later = resolve(node, name)
-        shared = changed = stored = False
-        # climb through attribute and item reads: u.a[0].b
-        while isinstance(parent, ast.Attribute | ast.Subscript) and parent.value is child:
-            child, parent = parent, parents.get(parent)
-            shared = True
-        if child is not node and isinstance(child.ctx, ast.Store | ast.Del):
-            changed = stored = True  # u.a = ..., u[0] = ..., del u.a, u.a += ...
-        elif isinstance(parent, ast.Call) and parent.func is child:
-            changed = shared = not (shared and pure_call(parent)) if child is not node else False
-            if child is not node and not pure_call(parent):
-                changed = True
-        elif (isinstance(parent, ast.keyword) and parent.arg is None) or (
-            isinstance(parent, ast.Starred) and isinstance(parents.get(parent), ast.Call)
-        ):
-            pass  # f(*u) and f(**u) unpack u: its items may be shared, u itself is not changed
-        elif isinstance(parent, ast.Call | ast.keyword | ast.Starred):
-            call = parent if isinstance(parent, ast.Call) else parents.get(parent)
-            if not (isinstance(call, ast.Call) and pure_call(call)):
-                changed = shared = True
-                func = call.func if isinstance(call, ast.Call) else None
-                if isinstance(func, ast.Name) and func.id in ("setattr", "delattr"):
-                    stored = True
-        elif isinstance(parent, ast.BinOp | ast.UnaryOp | ast.Compare | ast.BoolOp | ast.FormattedValue
-                        | ast.Assert | ast.If | ast.While | ast.IfExp | ast.JoinedStr):  # fmt: skip
-            pass
-        elif (
-            isinstance(parent, ast.For | ast.AsyncFor | ast.comprehension) and parent.iter is child
-        ):
-            changed = shared = True
-        elif isinstance(parent, ast.withitem | ast.AugAssign | ast.Return | ast.Yield | ast.Await):
-            changed = shared = True
-        else:  # a plain assignment, an element of a list or dict, an argument default ...
-            shared = True
-        if changed:
-            note(changed_keys, key, later)
-        if stored:
-            note(stored_keys, key, later)
-        if shared:
-            assign = parent
-            while assign is not None and not isinstance(
-                assign, ast.Assign | ast.AnnAssign | ast.NamedExpr
+        key, later = resolve(node, node.id)
+        if not isinstance(key, str):
+            continue  # a function's own local
+        if EFFECTS.match(key):
+            out.effects.append(f"may change global state or files ({key})")
+            if later:
+                out.later_effects.append(out.effects[-1])
+        (out.later if later else out.now).add(key)
+        parent = parents.get(node)
+        if not later:
+            if isinstance(parent, ast.Call) and parent.func is node:
+                out.called.add(key)
+            else:
+                other_use.add(key)
+            if isinstance(node.ctx, ast.Load) and not (
+                isinstance(parent, ast.Attribute | ast.Subscript) and parent.value is node
             ):
-                if isinstance(assign, ast.stmt) and not isinstance(assign, ast.Expr):
-                    break
-                assign = parents.get(assign)
-            if isinstance(assign, ast.Assign | ast.AnnAssign | ast.NamedExpr):
-                targets = assign.targets if isinstance(assign, ast.Assign) else [assign.target]
-                for target in targets:
-                    whole = {id(n) for n in _plain_names(target)}
-                    for n in ast.walk(target):
-                        if isinstance(n, ast.Name):
-                            bound = resolve(n, n.id)[0]
-                            edges.setdefault(bound, set()).add(key)
-                            if id(n) in whole:
-                                plain.setdefault(bound, set()).add(key)
+                out.bare.add(key)
+            else:
+                not_bare.add(key)
+        # the root of an assignment into it: u.a = ..., u[0] = ..., del u.a, u.f().b = ...
+        child = node
+        while isinstance(parent, ast.Attribute | ast.Subscript | ast.Call) and (
+            (parent.func if isinstance(parent, ast.Call) else parent.value) is child
+        ):
+            child, parent = parent, parents.get(parent)
+        if child is not node and isinstance(getattr(child, "ctx", None), ast.Store | ast.Del):
+            out.store_roots.add(key)
+    out.called -= other_use
+    out.bare -= not_bare
 
-    def globals_of(key, through=edges) -> set[str]:
-        """The global names an object reached from ``key`` may be shared with (itself if global)."""
-        seen, todo, found = {key}, [key], set()
-        while todo:
-            k = todo.pop()
-            if isinstance(k, str):
-                found.add(k)
-                continue
-            for source in through.get(k, ()):
-                if source not in seen:
-                    seen.add(source)
-                    todo.append(source)
-        return found
 
-    for table, now_set, later_set, through in (
-        (changed_keys, out.mutates, out.mutates_later, edges),
-        (stored_keys, out.stores, out.stores_later, plain),  # ``self.a = 1`` changes self only
-    ):
-        for key, now in table.items():  # a local: the globals it may share are changed
-            (now_set if now else later_set).update(globals_of(key, through))
-    for bound, sources in edges.items():
-        if isinstance(bound, str):
-            for source in sources:
-                out.aliases.setdefault(bound, set()).update(globals_of(source))
+def _keeps_no_state(node) -> bool:
+    """A def without decorators whose defaults are constants, or a class without decorators whose
+    body holds only such defs, constants and a docstring, and no ``__class__``, ``type(...)`` or
+    ``cls``: calling it, or passing it on, runs its code and changes nothing of its own."""
+    if node.decorator_list:
+        return False
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        defaults = node.args.defaults + [d for d in node.args.kw_defaults if d is not None]
+        return all(_immutable(d, set()) for d in defaults)
+    for stmt in node.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            if not _keeps_no_state(stmt):
+                return False
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign | ast.Expr):
+            if stmt.value is not None and not _immutable(stmt.value, set()):
+                return False
+        elif not isinstance(stmt, ast.Pass):
+            return False
+    for n in ast.walk(node):
+        if (isinstance(n, ast.Attribute) and n.attr == "__class__") or (
+            isinstance(n, ast.Name) and n.id in ("type", "cls")
+        ):
+            return False
+    return True
 
 
 def _plain_names(target) -> list:
@@ -387,16 +382,6 @@ def _plain_names(target) -> list:
 
 def _inside(node, ancestor) -> bool:
     return any(n is node for n in ast.walk(ancestor))
-
-
-def _names_in(target) -> list[str]:
-    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-
-
-def _base(node) -> str | None:
-    while isinstance(node, ast.Attribute | ast.Subscript | ast.Call):
-        node = node.value if not isinstance(node, ast.Call) else node.func
-    return node.id if isinstance(node, ast.Name) else None
 
 
 def facts(source: str) -> CellFacts:
@@ -429,21 +414,38 @@ def facts(source: str) -> CellFacts:
                     name = alias.asname or alias.name.split(".")[0]
                     out.binds.add(name)
                     out.imports.add(name)
+                    if EFFECTS.match(alias.name.split(".")[-1]):
+                        out.effect_aliases.add(name)  # from torch import set_default_dtype as f
                     if always:
                         out.binds_always.add(name)
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
                 out.binds.add(node.name)
-                out.imports.add(node.name)
+                out.defs.add(node.name)
+                if isinstance(node, ast.ClassDef):
+                    out.classes.add(node.name)
+                if _keeps_no_state(node):
+                    out.plain_defs.add(node.name)
                 if always:
                     out.binds_always.add(node.name)
             elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                if isinstance(node, ast.AnnAssign) and node.value is None:
+                    continue  # ``x: int`` binds nothing
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for target in targets:
                     bind_target(target, always and not isinstance(node, ast.AugAssign))
-                if node.value is not None and _immutable(node.value, out.imports | out.values):
+                if isinstance(node.value, ast.Name | ast.Attribute):  # m = math, f = torch.f
+                    last = node.value.attr if isinstance(node.value, ast.Attribute) else ""
                     for target in targets:
-                        for name in _names_in(target) if _is_plain_target(target) else []:
-                            out.values.add(name)
+                        for name in _plain_names(target):
+                            out.aliases[name.id] = _dotted(node.value).split(".")[0]
+                            if EFFECTS.match(last) or (
+                                isinstance(node.value, ast.Name) and EFFECTS.match(node.value.id)
+                            ):
+                                out.effect_aliases.add(name.id)
+                if _immutable(node.value, out.imports | out.values):
+                    for target in targets:
+                        for name in _plain_names(target) if _is_plain_target(target) else []:
+                            out.values.add(name.id)
             elif isinstance(node, ast.For | ast.AsyncFor):
                 bind_target(node.target, False)
                 top_level(node.body + node.orelse, False)
@@ -471,8 +473,6 @@ def facts(source: str) -> CellFacts:
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         out.binds.add(target.id)
-                    else:
-                        mutate(target)
             elif isinstance(node, ast.Global | ast.Nonlocal):
                 out.effects.append("declares global names")
 
@@ -486,35 +486,18 @@ def facts(source: str) -> CellFacts:
                 bind_target(element, always)
         elif isinstance(target, ast.Starred):
             bind_target(target.value, always)
-        else:
-            mutate(target)
-
-    def mutate(target):
-        base = _base(target)
-        if base:
-            out.mutates.add(base)
-            out.stores.add(base)
 
     top_level(tree.body, True)
-    setters: dict[str, list] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
-            out.binds.add(node.target.id)
+            out.binds.add(node.target.id)  # (a walrus binds in the cell, wherever it is)
         elif isinstance(node, ast.Global | ast.Nonlocal):
             out.effects.append("declares global names")
         elif isinstance(node, ast.Call):
             func = node.func
-            name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
-            dotted = ast.unparse(func) if not isinstance(func, ast.Lambda) else ""
-            if name in ("setattr", "delattr") and node.args:
-                mutate(node.args[0])
-            if name in DYNAMIC and isinstance(func, ast.Name) and not _magic_call(node):
-                if name not in ("vars", "dir") or not (node.args or node.keywords):
+            if isinstance(func, ast.Name) and func.id in DYNAMIC and not _magic_call(node):
+                if func.id not in ("vars", "dir") or not (node.args or node.keywords):
                     out.dynamic = True
-            if GLOBAL_STATE.search(dotted):
-                setters.setdefault(dotted, []).append(node)
-        elif isinstance(node, ast.Attribute) and node.attr in ("__dict__", "__globals__"):
-            out.dynamic = True
 
     def walk_table(table, nested: bool):
         for symbol in table.get_symbols():
@@ -544,7 +527,7 @@ def facts(source: str) -> CellFacts:
             walk_table(child, nested=True)
 
     walk_table(table, nested=False)
-    _uses(tree, out)
+    _mentions(tree, out)
     # what the cell reads before it binds it itself (``x = f(); g(x)`` reads no earlier x)
     external, bound, everything = set(), set(), set()
     for stmt in tree.body:
@@ -558,11 +541,7 @@ def facts(source: str) -> CellFacts:
     out.reads = {
         n for n in out.reads if n in external or (n not in everything and n not in out.binds_always)
     }
-    for dotted, calls in setters.items():
-        last = calls[-1]
-        restored = len(calls) > 1 and last.args and ast.unparse(last.args[0]) in _DEFAULTS
-        if not restored:
-            out.effects.append(f"changes global state ({dotted})")
+    out.effects = list(dict.fromkeys(out.effects))
     return out
 
 
@@ -609,101 +588,140 @@ def plan(nb, release, enabled: bool = True) -> Plan:
         return Plan(set(code), [], "skipping is off")
     matched = course_cells(nb, release)
     info = {i: _facts_or_worst(nb.cells[i].source) for i in code}
+    binders: dict[str, list[int]] = {}
+    for i in code:
+        for name in info[i].binds:
+            binders.setdefault(name, []).append(i)
+    # names bound by imports only: modules and what was imported from them
+    imported = {n for n, js in binders.items() if all(n in info[j].imports for j in js)}
+    ignored = imported | (_BUILTINS - set(binders))
+    # names for an imported module or a part of one (``m = math``, ``env = os.environ``)
+    modules = set(imported) | {"builtins", "sys"}
+    # names whose use may have an effect: ``sa = setattr``, a function that sets global state
+    effect_names: set[str] = set()
+    grew = True
+    while grew:
+        size = len(modules) + len(effect_names)
+        for i in code:
+            f = info[i]
+            modules |= {n for n, root in f.aliases.items() if root in modules}
+            effect_names |= f.effect_aliases
+            if f.later_effects or f.later & effect_names:
+                effect_names |= f.defs
+            effect_names |= {n for n, root in f.aliases.items() if root in effect_names}
+        grew = len(modules) + len(effect_names) > size
     always: dict[int, str] = {}
     for i in code:
         cell, twin = nb.cells[i], release.cells[matched[i]] if i in matched else None
+        facts_i = info[i]
+        into_imported = sorted(facts_i.store_roots & modules)
+        uses_effect = sorted((facts_i.now | facts_i.later) & effect_names - facts_i.defs)
         if _nbgrader(cell).get("solution") or _nbgrader(cell).get("grade"):
             always[i] = "an exercise cell"
         elif twin is not None and (_nbgrader(twin).get("solution") or _nbgrader(twin).get("grade")):
             always[i] = "an exercise cell"
         elif twin is None:
             always[i] = "added or changed by the student"
-        elif info[i].effects:
-            always[i] = info[i].effects[0]
+        elif facts_i.effects:
+            always[i] = facts_i.effects[0]
+        elif into_imported:
+            always[i] = f"assigns into {into_imported[0]!r}, an imported module or name"
+        elif uses_effect:
+            always[i] = f"uses {uses_effect[0]!r}, which may change global state"
+        elif facts_i.dynamic:
+            always[i] = "reaches the namespace as a whole"
     if any(info[i].dynamic for i in always):
         return Plan(set(code), [], "a cell that always runs reads the namespace as a whole")
-
-    binders: dict[str, list[int]] = {}
-    readers: dict[str, list[int]] = {}
-    for i in code:
-        for name in info[i].binds:
-            binders.setdefault(name, []).append(i)
-        for name in info[i].reads | info[i].reads_later:
-            readers.setdefault(name, []).append(i)
     star = [i for i in code if info[i].star or info[i].dynamic]
-    mutable = {n for i in code for n in info[i].binds - info[i].imports - info[i].values}
 
-    # What calling a name may change: the functions of every cell that binds it (a cell's
-    # functions together: which one a name is, is not followed), what those read when they run,
-    # and what it was bound from (``cb = poke``), to a fixpoint
-    later: dict[str, tuple[set[str], set[str]]] = {n: (set(), set()) for n in binders}
-    grew = True
-    while grew:
-        grew = False
-        for name, (mut, sto) in later.items():
-            size = len(mut) + len(sto)
-            for j in binders[name]:
-                mut |= info[j].mutates_later
-                sto |= info[j].stores_later
-                for other in info[j].reads_later | info[j].aliases.get(name, set()):
-                    if other in later and other != name:
-                        mut |= later[other][0]
-                        sto |= later[other][1]
-            grew |= len(mut) + len(sto) > size
-    # what a cell may change when it runs: its own code, its own functions (it may call them),
-    # and whatever it calls or hands on may do
-    changes_of: dict[int, tuple[set[str], set[str]]] = {}
-    for i in code:
-        mut = info[i].mutates | info[i].mutates_later
-        sto = info[i].stores | info[i].stores_later
-        for name in info[i].reads | info[i].reads_later:
-            if name in later:
-                mut = mut | later[name][0]
-                sto = sto | later[name][1]
-        changes_of[i] = (mut, sto)
+    def _function_only(name: str, j: int) -> bool:
+        """Cell j binds ``name`` by a plain def: what it carries is its body's code (a class
+        also carries what its bases and body mention at once)."""
+        return name in info[j].plain_defs and name not in info[j].classes
 
-    def related(name: str) -> set[str]:
-        """The name, and names bound from it that may share its object (views, optimizers)."""
-        seen, todo = {name}, [name]
-        while todo:
-            n = todo.pop()
-            for i in code:
-                for bound, sources in info[i].aliases.items():
-                    if n in sources and bound not in seen and bound in mutable:
-                        seen.add(bound)
-                        todo.append(bound)
+    def binding(name: str, before: int | None) -> list[int]:
+        """The cells whose binding of ``name`` a cell at ``before`` may see: back to the last
+        unconditional one before it; every one for code run later (``before`` None)."""
+        cells = binders.get(name, [])
+        if before is None:
+            return cells
+        seen = []
+        for j in reversed([j for j in cells if j < before]):
+            seen.append(j)
+            if name in info[j].binds_always:
+                break
         return seen
 
+    reach_cache: dict[tuple, frozenset] = {}
+
+    def reach(name: str, before: int | None) -> frozenset:
+        """Every name an object or code reached from ``name`` (as a cell at ``before`` sees it)
+        may touch, itself included: what the cells that bound it mention (its functions' code;
+        unless it is a def or class there, all that the binding mentions), and so on."""
+        if (name, before) not in reach_cache:
+            found, seen, todo = set(), set(), [(name, before)]
+            while todo:
+                pair = todo.pop()
+                if pair in seen:
+                    continue
+                seen.add(pair)
+                if pair[0] in values:
+                    continue  # mentioned, not changed (a binding is what changes it)
+                found.add(pair[0])
+                for j in binding(*pair):
+                    todo += [(other, None) for other in info[j].later - ignored]
+                    if not _function_only(pair[0], j):
+                        todo += [(other, j) for other in info[j].now - ignored]
+            reach_cache[(name, before)] = frozenset(found)
+        return reach_cache[(name, before)]
+
+    # functions and classes (bound by def or class only): called or passed on, they are not
+    # taken as changed themselves (their attributes), only as running their code
+    functions = {n for n, js in binders.items() if all(n in info[j].plain_defs for j in js)}
+    # numbers, strings and tuples of them: a mention cannot change one, only a binding
+    values = {n for n, js in binders.items() if all(n in info[j].values for j in js)}
+
+    def touches_of(i: int) -> set[str]:
+        f = info[i]
+        code_only = (f.called | f.bare) & functions
+        found: set[str] = set(f.binds)  # what it binds (an import, a def or class too)
+        for name in (f.now - code_only - values) - ignored:
+            found |= reach(name, i)
+        for name in f.later - ignored:
+            found |= reach(name, None)
+        for name in code_only - ignored:  # its code's mentions, not the name
+            for j in binding(name, i):
+                for other in info[j].later - ignored:
+                    found |= reach(other, None)
+                if not _function_only(name, j):
+                    for other in info[j].now - ignored:
+                        found |= reach(other, j)
+        return found
+
+    touches = {i: touches_of(i) for i in code}
+
     needed = dict(always)
+    observed: dict[str, int] = {}  # name -> the first needed cell found reading it
     todo = list(always)
     while todo:
-        n = todo.pop()
-
-        def need(i, why):
-            if i not in needed:
-                needed[i] = why
-                todo.append(i)
-
-        for name in info[n].reads:
-            before = [i for i in binders.get(name, []) if i < n]
-            for i in reversed(before):
-                need(i, f"binds {name!r}, which cell {n} reads")
-                if name in info[i].binds_always and name not in info[i].reads:
-                    break
-            if not binders.get(name) and name not in _BUILTINS:
-                for i in star:
-                    need(i, f"may bind {name!r} (cell {n} reads it)")
-        for name in info[n].reads_later:
-            for i in binders.get(name, []):
-                need(i, f"binds {name!r}, which a function of cell {n} reads")
-        for name in info[n].reads | info[n].reads_later:
-            limit = n if name in info[n].reads and name not in info[n].reads_later else 10**9
-            for alias in related(name) if name in mutable else {name}:
-                for i in code:
-                    changes = changes_of[i][0] if alias in mutable else changes_of[i][1]
-                    if i < limit and i != n and alias in changes:
-                        shown = "" if alias == name else f" (which may share {name!r})"
-                        need(i, f"may change {alias!r}{shown} in place, which cell {n} reads")
+        newly = []
+        for n in todo:
+            for name in (info[n].reads | info[n].reads_later) - (_BUILTINS - set(binders)):
+                observed.setdefault(name, n)
+                if not binders.get(name):
+                    for i in star:
+                        if i not in needed:
+                            needed[i] = f"may bind {name!r} (cell {n} reads it)"
+                            newly.append(i)
+        last = max(needed)
+        for i in code:
+            if i in needed or i > last:
+                continue
+            hit = sorted(touches[i] & set(observed))
+            if hit:
+                needed[i] = f"may touch {hit[0]!r}, which cell {observed[hit[0]]} reads"
+                newly.append(i)
+        todo = newly
     run = set(needed)
     skipped = [i for i in code if i not in run]
     return Plan(run, skipped, "", needed)
