@@ -18,6 +18,7 @@ scores, ``positional="alibi"`` adds ``-m_h |p - q|`` to the scores of head h::
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -37,6 +38,20 @@ __all__ = [
 ATTENTION_POSITIONAL = ("none", "rotary", "alibi")
 
 
+def _broadcast(*shapes) -> tuple[int, ...] | None:
+    """The shape broadcasting gives ``shapes`` (torch's and numpy's rule: aligned from the last
+    axis, each size 1 or the same), or None when they do not broadcast. Plain Python: under a
+    torch function mode (the grader's) ``torch.broadcast_shapes`` goes through torch's symbolic
+    shapes and imports sympy, about 5 s the first time in a grading kernel."""
+    out = []
+    for sizes in itertools.zip_longest(*(reversed(tuple(s)) for s in shapes), fillvalue=1):
+        other = {n for n in sizes if n != 1}
+        if len(other) > 1:
+            return None
+        out.append(other.pop() if other else 1)
+    return tuple(reversed(out))
+
+
 def _check_bias(bias, scores: torch.Tensor) -> torch.Tensor:
     """A bias to add to ``scores`` [..., n, m], or a clear error."""
     check.tensor("bias", bias, layout="[..., n, m]")
@@ -47,11 +62,7 @@ def _check_bias(bias, scores: torch.Tensor) -> torch.Tensor:
             f"bias must end in [n, m] = [{n}, {m}] (one number per query and key), "
             f"got shape {list(bias.shape)}"
         )
-    try:
-        fits = torch.broadcast_shapes(bias.shape, scores.shape) == scores.shape
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if _broadcast(bias.shape, scores.shape) != tuple(scores.shape):
         raise ValueError(
             f"bias {list(bias.shape)} must broadcast to the scores {list(scores.shape)} "
             f"(for example [n_heads, n, m] against [batch, n_heads, n, m])"
@@ -83,13 +94,11 @@ def attention_weights(
             )
     if q.dtype != k.dtype:
         raise TypeError(f"q and k must have the same dtype, got {q.dtype} and {k.dtype}")
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-    except RuntimeError:
+    if _broadcast(q.shape[:-2], k.shape[:-2]) is None:
         raise ValueError(
             f"q and k must have the same leading (batch, head) dimensions, got shapes "
             f"{list(q.shape)} and {list(k.shape)}"
-        ) from None
+        )
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"q and k must have the same last dimension d_k, got {q.shape[-1]} and {k.shape[-1]}"
@@ -122,13 +131,11 @@ def scaled_dot_product_attention(q, k, v, causal: bool = False, bias=None):
         )
     if v.dtype != weights.dtype:
         raise TypeError(f"v must have the dtype of q and k ({weights.dtype}), got {v.dtype}")
-    try:
-        torch.broadcast_shapes(weights.shape[:-2], v.shape[:-2])
-    except RuntimeError:
+    if _broadcast(weights.shape[:-2], v.shape[:-2]) is None:
         raise ValueError(
             f"v must have the leading (batch, head) dimensions of q and k, got shapes "
             f"{list(q.shape)}, {list(k.shape)} and {list(v.shape)}"
-        ) from None
+        )
     return weights @ v, weights  # [..., n, d_v], [..., n, m]
 
 

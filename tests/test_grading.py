@@ -70,6 +70,28 @@ def _entries(values, **extra):
     }
 
 
+def test_observing_the_course_model_imports_no_symbolic_shapes():
+    """Under the grader's torch function mode, torch.broadcast_shapes goes through torch's
+    symbolic shapes and imports sympy: about 5 s of CPU the first time in every grading kernel
+    (lesson 9's greedy-decoding check took 6.5 s, 1.5 s after). The course's model, forward and
+    backward with every way of giving position, observed as a graded answer is, must not need it
+    (a fresh interpreter: another test may have imported sympy here)."""
+    probe = (
+        "import sys, torch\n"
+        "from helpers import TransformerLM, grading\n"
+        "for pos in ('sinusoidal', 'learned', 'rotary', 'alibi', 'none'):\n"
+        "    m = TransformerLM(11, 16, 2, 2, max_len=24, positional=pos)\n"
+        "    x = torch.randint(0, 11, (2, 5))\n"
+        "    _, error, names, _ = grading.observe(lambda: m(x).sum().backward())\n"
+        "    assert error is None and names, (pos, error)\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[0] == 'sympy')[:3])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_judge_right_wrong_missing_repeated_forbidden():
     ref = _entries([torch.tensor([1.0, 2.0]), 3])
     assert judge("x", ref, _entries([torch.tensor([1.0, 2.0 + 1e-7]), 3])).correct
