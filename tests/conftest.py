@@ -108,6 +108,11 @@ def _rank(group: str) -> int:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    # A notebook's nbval run is slow (5-25 s of CPU a notebook): out of the core selection
+    # (``-m "not slow and not browser and not hub"``); run the one you changed by its path.
+    for item in items:
+        if item.nodeid.partition("::")[0].endswith(".ipynb"):
+            item.add_marker(pytest.mark.slow)
     # the controller sees --dist; a worker sees dist "no" and xdist's own loadgroup flag instead
     loadgroup = config.getoption("dist", "no") == "loadgroup" or getattr(
         config.option, "loadgroup", False
