@@ -11,12 +11,14 @@ and read the artists of ``explorer.figure``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import sys
 import time
 from collections.abc import Callable
 
 import ipywidgets as widgets
+import matplotlib.axis as maxis
 import matplotlib.text as mtext
 from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.figure import Figure
@@ -24,12 +26,21 @@ from matplotlib.figure import Figure
 from ..figures import check_description, figure_bundle
 from ._controls import IntSlider, Picture, Select
 
-__all__ = ["Explorer", "new_figure", "slider", "dropdown"]
+__all__ = ["Explorer", "new_figure", "slider", "dropdown", "TITLE_AT_TOP"]
 
 _LAYOUT = mtext.Text._get_layout
 _DRAW_TEXT = RendererAgg.draw_text
+_FIGURE_DRAW = Figure.draw
+_UPDATE_TICKS = maxis.Axis._update_ticks
+_TICKLABEL_BBOXES = maxis.Axis._get_ticklabel_bboxes
+_LABEL_POSITION = {cls: cls._update_label_position for cls in (maxis.XAxis, maxis.YAxis)}
 #: Text layouts an explorer keeps between updates (cleared past this many).
 LAYOUT_CACHE_SIZE = 2048
+#: ``ax.set_title(..., **TITLE_AT_TOP)``: the title stays at the top of its axes, where
+#: matplotlib puts it when nothing of the axes is above them (ticks and axis label below, no
+#: offset text: true of every explorer's panels). Without it every draw searches for that place
+#: again, laying out the y axis's ticks and labels once more: the same picture at more cost.
+TITLE_AT_TOP = {"y": 1.0}
 
 
 @contextlib.contextmanager
@@ -41,7 +52,8 @@ def _cached_text_layout(store: dict):
     labels and the title), though few change between updates. Wrapped and TeX text is laid out
     as before. Likewise a text drawn at the same pixel position, in the same font and size, as
     in an earlier update paints the glyph bitmaps kept from then (Agg only; mathtext as before).
-    The PNG is the same bytes with and without (tested for every explorer)."""
+    Within each draw of a figure, an axis's ticks, tick label boxes and label place are worked
+    out once (below). The PNG is the same bytes with and without (tested for every explorer)."""
 
     def cached(self, renderer):
         if self.get_wrap() or self.get_usetex():
@@ -89,13 +101,63 @@ def _cached_text_layout(store: dict):
             self._renderer.draw_text_image(buffer, left, bottom, 0, gc)
         return None
 
+    # Within one draw of the figure an axis's ticks, their labels' boxes and the place of its
+    # label are worked out again and again (to place the title, the axis label, then to draw
+    # them): nine times per axis. Each is kept for the rest of that draw, for an axis whose
+    # limits and place on the figure are those it had when it was worked out (a layout engine
+    # moves the axes within a draw), and forgotten when the draw ends.
+    draw_memo: dict = {}
+
+    def _state(axis):
+        return (id(axis), tuple(axis.get_view_interval()), axis.axes.bbox.bounds)
+
+    def update_ticks(self):
+        key = ("ticks", *_state(self))
+        ticks = draw_memo.get(key)
+        if ticks is None:
+            ticks = draw_memo[key] = _UPDATE_TICKS(self)
+        return ticks
+
+    def ticklabel_bboxes(self, ticks, renderer):
+        key = ("boxes", id(renderer), tuple(map(id, ticks)), *_state(self))
+        boxes = draw_memo.get(key)
+        if boxes is None:
+            boxes = draw_memo[key] = _TICKLABEL_BBOXES(self, ticks, renderer)
+        return boxes
+
+    def label_position(own):
+        def update_label_position(self, renderer):
+            key = ("label", id(renderer), *_state(self))
+            if key not in draw_memo:  # placed once per draw: the label stays where it was put
+                draw_memo[key] = own(self, renderer)
+
+        return update_label_position
+
+    @functools.wraps(_FIGURE_DRAW)
+    def figure_draw(self, renderer):
+        draw_memo.clear()
+        try:
+            return _FIGURE_DRAW(self, renderer)
+        finally:
+            draw_memo.clear()
+
     mtext.Text._get_layout = cached
     RendererAgg.draw_text = draw_text
+    Figure.draw = figure_draw
+    maxis.Axis._update_ticks = update_ticks
+    maxis.Axis._get_ticklabel_bboxes = ticklabel_bboxes
+    for cls, own in _LABEL_POSITION.items():
+        cls._update_label_position = label_position(own)
     try:
         yield
     finally:
         mtext.Text._get_layout = _LAYOUT
         RendererAgg.draw_text = _DRAW_TEXT
+        Figure.draw = _FIGURE_DRAW
+        maxis.Axis._update_ticks = _UPDATE_TICKS
+        maxis.Axis._get_ticklabel_bboxes = _TICKLABEL_BBOXES
+        for cls, own in _LABEL_POSITION.items():
+            cls._update_label_position = own
 
 
 class _GlyphRecorder:
