@@ -1,21 +1,31 @@
 """An explorer's picture is what matplotlib draws, only cheaper (issue 28: explorers that feel
-live): the text layouts an explorer keeps between updates (``helpers.widgets._base``) change no
-pixel. Each explorer is moved through every value of its controls' first few settings and each
-new picture compared byte for byte with a plain ``savefig`` of the same figure."""
+live): the text layouts an explorer keeps between updates, the ticks it works out once per draw
+and its own PNG encoder (``helpers.widgets._base``) change no pixel. Each explorer is moved
+through every value of its controls' first few settings and each new picture compared pixel for
+pixel with a plain ``savefig`` of the same figure."""
 
 from __future__ import annotations
 
 import io
 
 import matplotlib
+import matplotlib.axis as maxis
 import matplotlib.text as mtext
+import numpy as np
 import pytest
+from matplotlib.figure import Figure
+from PIL import Image
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from _models import small_explorer  # noqa: E402  (tests/ is on sys.path)
 
-from helpers.widgets._base import LAYOUT_CACHE_SIZE, _cached_text_layout  # noqa: E402
+from helpers.widgets._base import (  # noqa: E402
+    _FIGURE_DRAW,
+    LAYOUT_CACHE_SIZE,
+    _cached_text_layout,
+    png_of,
+)
 
 NAMES = [
     "positional_explorer",
@@ -35,6 +45,12 @@ def _plain_png(explorer) -> bytes:
     buf = io.BytesIO()
     explorer.figure.savefig(buf, format="png", dpi=explorer.dpi, pil_kwargs={"compress_level": 1})
     return buf.getvalue()
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    image = Image.open(io.BytesIO(png))
+    assert image.format == "PNG"
+    return np.asarray(image.convert("RGBA"))  # [h, w, 4]
 
 
 def _moves(control):
@@ -61,13 +77,19 @@ def test_kept_text_layouts_change_no_pixel_of_the_picture(name):
         for control in e.controls.values():
             for value in _moves(control):
                 control.value = value  # the explorer re-renders with the kept layouts
-                assert e.image.value == _plain_png(e), f"{name}: picture differs at {e.values}"
+                shown, plain = _pixels(e.image.value), _pixels(_plain_png(e))
+                assert shown.shape == plain.shape, f"{name}: picture's size differs at {e.values}"
+                assert np.array_equal(shown, plain), f"{name}: picture differs at {e.values}"
                 compared += 1
         assert compared >= 3, f"{name}: only {compared} pictures compared"
         assert e._layouts, f"{name}: no layout was kept"
     finally:
         e.close()
-    assert mtext.Text._get_layout.__name__ == "_get_layout"  # matplotlib's own, restored
+    # matplotlib's own functions, restored
+    assert mtext.Text._get_layout.__name__ == "_get_layout"
+    assert maxis.Axis._update_ticks.__qualname__ == "Axis._update_ticks"
+    assert maxis.XAxis._update_label_position.__qualname__ == "XAxis._update_label_position"
+    assert Figure.draw is _FIGURE_DRAW  # as it was when helpers.widgets was imported
     assert plt.get_fignums() == []
 
 
@@ -80,3 +102,11 @@ def test_the_kept_layouts_are_bounded():
             ax.set_title(f"title {i}")
             fig.canvas.draw()
             assert len(store) <= LAYOUT_CACHE_SIZE
+
+
+def test_png_of_is_the_image_it_was_given():
+    rng = np.random.default_rng(0)
+    rgba = rng.integers(0, 256, size=(7, 5, 4), dtype=np.uint8)  # [h, w, 4]
+    assert np.array_equal(_pixels(png_of(rgba)), rgba)
+    with pytest.raises(ValueError, match=r"\[height, width, 4\] uint8"):
+        png_of(rgba[..., :3])

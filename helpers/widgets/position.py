@@ -22,7 +22,7 @@ from .. import _validate as check
 from ..plots import PALETTE
 from ..positional import alibi_bias, alibi_slopes, apply_rotary, sinusoidal_encoding_at, wavelengths
 from ..printing import fmt
-from ._base import Explorer, dropdown, slider
+from ._base import TITLE_AT_TOP, Explorer, dropdown, slider
 from ._controls import IntRangeSlider
 
 __all__ = ["positional_explorer", "PositionalExplorer"]
@@ -152,7 +152,7 @@ def positional_explorer(
     ax_heat.set_ylabel("position")
     sim = ax_sim.imshow(np.zeros((2, 2)), cmap="viridis", interpolation="nearest")
     ax_sim.set_xlabel("position q")
-    sim_title = ax_sim.set_title(SCHEMES[scheme], fontsize="medium")
+    sim_title = ax_sim.set_title(SCHEMES[scheme], fontsize="medium", **TITLE_AT_TOP)
     ax_wave.set_yticks([-1, 0, 1])
     for ax in (ax_wave, ax_heat, ax_sim):
         ax.locator_params(nbins=4)  # few tick labels: drawing text is most of an update's cost
@@ -169,7 +169,9 @@ def positional_explorer(
         cos_line.set_data(x, pe[:, 2 * pair + 1])
         ax_wave.set_xlim(start, max(stop, start + 1))
         lam = float(wavelengths(d_model)[pair])
-        ax_wave.set_title(f"pair {pair}: wavelength {lam:,.1f} positions", fontsize="medium")
+        ax_wave.set_title(
+            f"pair {pair}: wavelength {lam:,.1f} positions", fontsize="medium", **TITLE_AT_TOP
+        )
         extent = (-0.5, d_model - 0.5, stop + 0.5, start - 0.5)
         heat.set_data(pe)
         heat.set_extent(extent)
@@ -177,7 +179,7 @@ def positional_explorer(
         ax_heat.set_ylim(extent[2], extent[3])
         marks[0].set_xdata([2 * pair - 0.5] * 2)
         marks[1].set_xdata([2 * pair + 1.5] * 2)
-        ax_heat.set_title(f"PE, {len(x)} × {d_model}", fontsize="medium")
+        ax_heat.set_title(f"PE, {len(x)} × {d_model}", fontsize="medium", **TITLE_AT_TOP)
         scores = _scores(scheme, d_model, start, stop)  # [n, n]
         sim.set_data(scores)
         sim.set_extent((start - 0.5, stop + 0.5, stop + 0.5, start - 0.5))

@@ -25,7 +25,7 @@ from ..model import TransformerLM
 from ..normalization import NORM_PLACEMENTS, NORM_TYPES
 from ..plots import PALETTE
 from ..reproducible import default_dtype
-from ._base import Explorer, dropdown, slider
+from ._base import TITLE_AT_TOP, Explorer, dropdown, slider
 
 __all__ = ["norm_explorer", "profile", "MAX_DEPTH", "D_MODELS"]
 
@@ -149,8 +149,8 @@ def norm_explorer(
         ax.set_xlabel("layer")
         ax.grid(True, which="major", alpha=0.3)
         ax.yaxis.set_major_formatter(_PLAIN)
-    ax_grad.set_title("gradient ‖∂L/∂W2‖ per block", fontsize="medium")
-    ax_scale.set_title("activation scale RMS(h_l) of the stream", fontsize="medium")
+    ax_grad.set_title("gradient ‖∂L/∂W2‖ per block", fontsize="medium", **TITLE_AT_TOP)
+    ax_scale.set_title("activation scale RMS(h_l) of the stream", fontsize="medium", **TITLE_AT_TOP)
     legend = ax_grad.legend(loc="upper right", fontsize="x-small")
     previous: dict[str, object] = {}
 
