@@ -594,7 +594,8 @@ def plan(nb, release, enabled: bool = True) -> Plan:
             binders.setdefault(name, []).append(i)
     # names bound by imports only: modules and what was imported from them
     imported = {n for n, js in binders.items() if all(n in info[j].imports for j in js)}
-    ignored = imported | (_BUILTINS - set(binders))
+    unbound_builtins = _BUILTINS - set(binders)
+    ignored = imported | unbound_builtins
     # names for an imported module or a part of one (``m = math``, ``env = os.environ``)
     modules = set(imported) | {"builtins", "sys"}
     # names whose use may have an effect: ``sa = setattr``, a function that sets global state
@@ -652,6 +653,22 @@ def plan(nb, release, enabled: bool = True) -> Plan:
                 break
         return seen
 
+    def carried(name: str, before: int | None) -> list[tuple]:
+        """(name, when) for what the cells that bound ``name`` (as a cell at ``before`` sees it)
+        mention: their functions' code (run later), and, unless it is a plain def there, all that
+        the binding cell mentions (at its time)."""
+        found = []
+        for j in binding(name, before):
+            found += [(other, None) for other in info[j].later - ignored]
+            if not _function_only(name, j):
+                found += [(other, j) for other in info[j].now - ignored]
+        return found
+
+    # functions and classes (bound by def or class only): called or passed on, they are not
+    # taken as changed themselves (their attributes), only as running their code
+    functions = {n for n, js in binders.items() if all(n in info[j].plain_defs for j in js)}
+    # numbers, strings and tuples of them: a mention cannot change one, only a binding
+    values = {n for n, js in binders.items() if all(n in info[j].values for j in js)}
     reach_cache: dict[tuple, frozenset] = {}
 
     def reach(name: str, before: int | None) -> frozenset:
@@ -668,18 +685,9 @@ def plan(nb, release, enabled: bool = True) -> Plan:
                 if pair[0] in values:
                     continue  # mentioned, not changed (a binding is what changes it)
                 found.add(pair[0])
-                for j in binding(*pair):
-                    todo += [(other, None) for other in info[j].later - ignored]
-                    if not _function_only(pair[0], j):
-                        todo += [(other, j) for other in info[j].now - ignored]
+                todo += carried(*pair)
             reach_cache[(name, before)] = frozenset(found)
         return reach_cache[(name, before)]
-
-    # functions and classes (bound by def or class only): called or passed on, they are not
-    # taken as changed themselves (their attributes), only as running their code
-    functions = {n for n, js in binders.items() if all(n in info[j].plain_defs for j in js)}
-    # numbers, strings and tuples of them: a mention cannot change one, only a binding
-    values = {n for n, js in binders.items() if all(n in info[j].values for j in js)}
 
     def touches_of(i: int) -> set[str]:
         f = info[i]
@@ -690,12 +698,8 @@ def plan(nb, release, enabled: bool = True) -> Plan:
         for name in f.later - ignored:
             found |= reach(name, None)
         for name in code_only - ignored:  # its code's mentions, not the name
-            for j in binding(name, i):
-                for other in info[j].later - ignored:
-                    found |= reach(other, None)
-                if not _function_only(name, j):
-                    for other in info[j].now - ignored:
-                        found |= reach(other, j)
+            for pair in carried(name, i):
+                found |= reach(*pair)
         return found
 
     touches = {i: touches_of(i) for i in code}
@@ -706,7 +710,7 @@ def plan(nb, release, enabled: bool = True) -> Plan:
     while todo:
         newly = []
         for n in todo:
-            for name in (info[n].reads | info[n].reads_later) - (_BUILTINS - set(binders)):
+            for name in (info[n].reads | info[n].reads_later) - unbound_builtins:
                 observed.setdefault(name, n)
                 if not binders.get(name):
                     for i in star:
