@@ -519,7 +519,11 @@ def _move_explorer(page, cell) -> tuple[str, dict, dict]:
     )
     alt_after = img.get_attribute("alt") or ""
     assert alt_after != alt_before, f"moving {control_name} left the description as it was"
-    announced = cell.locator(".course-picture [aria-live]").first.inner_text()
+    live = cell.locator(".course-picture [aria-live]").first
+    # the live region is written after the picture's description: give it a moment, then it
+    # must say exactly the new description (a region that never follows still fails)
+    _wait(lambda: live.inner_text().strip() == alt_after, 10, "the announcement", page)
+    announced = live.inner_text()
     assert announced.strip() == alt_after, (announced, alt_after)
     cell.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
