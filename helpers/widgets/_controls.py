@@ -220,7 +220,11 @@ function render({ model, el }) {
   };
   if (model.get("value").byteLength) show();
   model.on("change:value", show);
-  model.on("change:description", () => { img.alt = model.get("description"); });
+  model.on("change:description", () => {
+    // a description can arrive without a new picture (the same PNG): the region follows it too
+    img.alt = model.get("description");
+    if (live.textContent !== img.alt) live.textContent = img.alt;
+  });
   return () => { if (url) URL.revokeObjectURL(url); };
 }
 export default { render };
