@@ -216,12 +216,14 @@ function render({ model, el }) {
         detail: { t: performance.now(), input: window.__courseInput } }));
     }).catch(() => {});
     if (old) URL.revokeObjectURL(old);
-    live.textContent = model.get("description");
+    // written only when it changes: the same text written again may be announced again
+    if (live.textContent !== img.alt) live.textContent = img.alt;
   };
   if (model.get("value").byteLength) show();
   model.on("change:value", show);
   model.on("change:description", () => {
-    // a description can arrive without a new picture (the same PNG): the region follows it too
+    // a description can arrive without a new picture (the same PNG): the region follows it too;
+    // with a new picture, whichever of the two changes comes second finds the region up to date
     img.alt = model.get("description");
     if (live.textContent !== img.alt) live.textContent = img.alt;
   });
