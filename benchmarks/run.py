@@ -439,6 +439,7 @@ def bench_suite(marker: str | None = None) -> dict:
         "seconds": seconds,
         "cpu_s": cpu,
         "machine_busy_cpu_s": None if busy_before is None else busy_after - busy_before,
+        "cores": os.cpu_count() or 1,  # of the machine measured, not of the one rendering
         "summary": tail[0].strip("= "),
         "returncode": out.returncode,
         "marker": marker,
@@ -475,15 +476,14 @@ def render_suite(data: dict) -> list[str]:
         "| command | wall time | | CPU, waited for | CPU, machine busy | busy share | pytest said |",
         "|---|---|---|---|---|---|---|",
     ]
-    cores = os.cpu_count() or 1
     for s in data["suites"]:
         command = "python -m pytest" + (f' -m "{s["marker"]}"' if s["marker"] else "")
         target = t["suite_seconds"] if not s["marker"] else t["core_seconds"]
         busy = s.get("machine_busy_cpu_s")
         busy_cells = (
-            f"{busy:.0f} s | {100 * busy / (s['seconds'] * cores):.0f} %"
+            f"{busy:.0f} s | {100 * busy / (s['seconds'] * s['cores']):.0f} %"
             if busy is not None
-            else "not measured | "
+            else "not measured | not measured"
         )
         lines.append(
             f"| `{command}` | {s['seconds']:.0f} s | {ok(s['seconds'], target)} "
