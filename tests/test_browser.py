@@ -194,7 +194,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 # JupyterLab and Chromium live for the worker's whole session: each lesson is a group of its own
-# (tests/conftest.py), and a worker's lessons come between other modules' groups, where a module
+# (conftest.py), and a worker's lessons come between other modules' groups, where a module
 # fixture would stop and start both again for every lesson.
 @pytest.fixture(scope="session")
 def lab():

@@ -14,7 +14,7 @@ For each lesson, in a temporary nbgrader course folder (tools/coursework.py):
   wrong dtype): each verdict is ExerciseFailed, one line, naming the problem.
 
 Each test class is one lesson; its tests that autograde (the ``graded`` fixture) and its other
-tests are two pytest-xdist groups (tests/conftest.py), which may run on both workers at once:
+tests are two pytest-xdist groups (conftest.py), which may run on both workers at once:
 the course folder and its release are made once per run and shared, and every other fixture runs
 once per lesson.
 """
@@ -200,7 +200,7 @@ def _run_folder(tmp_path_factory) -> Path:
 @pytest.fixture(scope="class")
 def course(request, tmp_path_factory):
     """The lesson's course folder and release, made once per run: a lesson's autograde tests and
-    its other tests are two xdist groups (tests/conftest.py, SPLIT_BY_FIXTURE), maybe on two
+    its other tests are two xdist groups (conftest.py, SPLIT_BY_FIXTURE), maybe on two
     workers; the first to take the lesson's lock releases it, the other reads the same folder."""
     lesson = request.cls.lesson
     if not (NOTEBOOKS / lesson.notebook).exists():

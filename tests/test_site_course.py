@@ -3,7 +3,7 @@
 The site of ``helpers.course.NOTEBOOKS`` is built once per test run (the README's command's
 function, warnings as errors, a JupyterHub address set so that its launch links are there too),
 and every pytest-xdist worker reads that one build: each test is a group of its own
-(tests/conftest.py), so the pages' Chromium runs spread over the workers:
+(conftest.py), so the pages' Chromium runs spread over the workers:
 
 * each page shows every stored text output of its notebook (what nbval compares), every figure
   with the notebook's description as its ``alt``, and no line of any solution or hidden test;
