@@ -1,4 +1,4 @@
-"""Helpers for the Transformer block course, lessons 4 to 8.
+"""Helpers for the Transformer block course, lessons 4 to 10 (the block, the full model, the audit).
 
 One module per lesson idea:
 
