@@ -75,6 +75,19 @@ def claimed_time(path: str) -> datetime | None:
         return None
 
 
+def notebook_digests(folder: str) -> dict[str, str]:
+    """{file name: sha256} of the notebooks directly in ``folder`` (links not followed)."""
+    import hashlib
+
+    found = {}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name.endswith(".ipynb") and stat.S_ISREG(os.lstat(path).st_mode):
+            with open(path, "rb") as f:
+                found[name] = hashlib.sha256(f.read()).hexdigest()
+    return found
+
+
 class OwnerCollect(ExchangeCollect):
     """Collect each submission under the Unix user who owns its folder in ``inbound/``, with the
     time the file system gives it (see the module docstring)."""
@@ -152,7 +165,12 @@ class OwnerCollect(ExchangeCollect):
         times = os.path.join(folder, "times", self.coursedir.assignment_id)
         os.makedirs(times, mode=0o700, exist_ok=True)
         path = os.path.join(times, record["username"] + ".json")
-        data = {**record["time"], "collected_from": record["filename"], "how": "exchange"}
+        data = {
+            **record["time"],
+            "collected_from": record["filename"],
+            "how": "exchange",
+            "notebooks": notebook_digests(dest),  # which collected files this time is for
+        }
         with open(path + ".tmp", "w", encoding="utf-8") as f:
             json.dump(data, f, indent=1)
         os.replace(path + ".tmp", path)

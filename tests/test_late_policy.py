@@ -60,6 +60,7 @@ def test_extension_is_the_granted_time_for_that_student_and_assignment_only():
 # with the grading itself replaced by a worker that answers at once (every run "fails", which
 # zeroes the student and marks them graded): what is tested is what the resume state holds.
 
+import hashlib  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import subprocess  # noqa: E402
@@ -186,11 +187,26 @@ def test_the_time_recorded_at_collect_wins_over_a_rewritten_timestamp(term):
     course, _, grade = term
     record = course / ".grading" / "times" / AID
     record.mkdir(parents=True)
-    (record / "alice.json").write_text(json.dumps({"used": "2027-03-05 09:00:00.000000 UTC"}))
+    submitted = course / "submitted" / "alice" / AID
+    digest = hashlib.sha256((submitted / LESSON.notebook).read_bytes()).hexdigest()
+    collected = {"used": "2027-03-05 09:00:00.000000 UTC", "notebooks": {LESSON.notebook: digest}}
+    (record / "alice.json").write_text(json.dumps(collected))
     notes = grade().notes
-    stamp = course / "submitted" / "alice" / AID / "timestamp.txt"
-    assert stamp.read_text() == "2027-03-05 09:00:00.000000 UTC"
+    assert (submitted / "timestamp.txt").read_text() == "2027-03-05 09:00:00.000000 UTC"
     assert any("the time recorded at collect" in n for n in notes)
+
+
+def test_a_time_recorded_for_another_notebook_is_not_applied(term):
+    course, _, grade = term
+    record = course / ".grading" / "times" / AID
+    record.mkdir(parents=True)
+    collected = {"used": "2027-03-05 09:00:00.000000 UTC", "notebooks": {LESSON.notebook: "0"}}
+    (record / "alice.json").write_text(json.dumps(collected))
+    stamp = course / "submitted" / "alice" / AID / "timestamp.txt"
+    before = stamp.read_text()
+    notes = grade().notes
+    assert stamp.read_text() == before
+    assert any("is for another notebook" in n for n in notes), notes
 
 
 def test_feedback_written_before_a_regrade_is_not_left_stale(term):

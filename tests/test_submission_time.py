@@ -96,6 +96,7 @@ def test_a_rewritten_timestamp_loses_to_the_file_systems_time(exchange):
     assert used >= before, f"the collected time {used} is the student's {forged}"
     assert used <= _now() + timedelta(seconds=2)
     assert record["timestamp_txt"] == forged.strftime(FORMAT)
+    assert list(record["notebooks"]) == ["lesson04.ipynb"]  # the files this time is for
     assert record["source"] == "the file system's change time"
     assert "the file system's time is used" in record["log"]
 

@@ -10,10 +10,11 @@ and ignored by git.
     python tools/coursework.py list                    # exercises and points of each lesson
     python tools/coursework.py secret                  # the instructor's secret (hidden inputs)
     python tools/coursework.py collect lesson04 DOWNLOADS/   # DOWNLOADS/<student>.ipynb files
+    python tools/coursework.py collect lesson04 DOWNLOADS/ --roster roster.csv --times times.csv
     python tools/coursework.py autograde lesson04 --jobs 4   # every submission, confined
     python tools/coursework.py autograde lesson04 --student alice   # one student again
     python tools/coursework.py scores lesson04         # one line per student, and per exercise
-    python tools/coursework.py scores lesson04 lesson05 --csv grades.csv   # for an LMS (Canvas)
+    python tools/coursework.py scores lesson04 lesson05 --csv grades.csv --roster roster.csv
     python tools/coursework.py review lesson04         # cells that reach for the grading machinery
     python tools/coursework.py grade lesson10 alice l10_ex4_explain 2.5 --comment "..."  # by hand
 
@@ -24,6 +25,11 @@ outputs cleared, check cells locked; the student versions land in ``nbgrader/rel
 and the gradebook (``nbgrader/gradebook.db``) records each assignment's graded cells.
 ``--course-dir DIR`` works on another course folder (the tests use a temporary one).
 
+``collect`` places an LMS download's notebooks (``<student>.ipynb``, or Canvas's and Moodle's
+download names mapped to student ids by a roster) into ``submitted/``, each with its submission
+time (from the LMS's times when given, else the file's modification time; it says which), and
+refuses by name, with the reason, a file it cannot place (an unsafe id, not a notebook).
+
 ``autograde`` grades every submission of a lesson with nbgrader's own autograde, configured by
 the course folder's ``nbgrader_config.py`` (so the formgrader's button grades the same way): each
 notebook runs in the confined grading kernel, from a private folder, with the course's
@@ -31,7 +37,9 @@ demonstration cells no exercise needs skipped (``tools/grading/execute.py``, ``p
 points come from the hidden tests' records, judged against the instructor's notebook's records
 outside the kernel (``tools/grading/verdicts.py``). ``--jobs N`` grades N students at once (one
 worker process each, ``tools/grading/worker.py``), with a progress line; an interrupted run,
-started again, grades only the students not graded yet (``--force`` grades everyone again).
+started again, grades only the students not graded yet or whose submission, due date,
+extension or late policy changed since (``--force`` grades everyone again); due dates and
+extensions come from ``course_settings.py`` (private, beside ``nbgrader_config.py``).
 A submission that cannot be graded scores 0 on every exercise, with the reason; the others are
 graded. docs/INSTRUCTORS.md says what this guarantees and what it cannot.
 """
@@ -601,8 +609,14 @@ def _record_time(course_dir: Path, lesson: Lesson, sid: str, when, source: str, 
     """The time ``collect`` gave a submission, and where it came from, on the instructor's side."""
     folder = grading_folder(Path(course_dir)) / "times" / assignment_id(lesson)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    data = {"used": when.strftime(TIME_FORMAT), "source": source, "collected_from": file,
-            "how": "LMS download"}  # fmt: skip
+    placed = Path(course_dir) / "submitted" / sid / assignment_id(lesson) / lesson.notebook
+    data = {
+        "used": when.strftime(TIME_FORMAT),
+        "source": source,
+        "collected_from": file,
+        "how": "LMS download",
+        "notebooks": {lesson.notebook: hashlib.sha256(placed.read_bytes()).hexdigest()},
+    }
     tmp = folder / f"{sid}.tmp"
     tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
     os.replace(tmp, folder / f"{sid}.json")
@@ -721,8 +735,21 @@ def _apply_term(
                 notes.append(f"{sid}: the extension of {aid} is no longer in the settings: removed")
             stamp = course_dir / "submitted" / sid / aid / "timestamp.txt"
             recorded = course_dir / ".grading" / "times" / aid / f"{sid}.json"
-            if recorded.is_file():
-                used = json.loads(recorded.read_text(encoding="utf-8"))["used"]
+            notebook = course_dir / "submitted" / sid / aid / lesson.notebook
+            record = json.loads(recorded.read_text(encoding="utf-8")) if recorded.is_file() else {}
+            digest = (
+                hashlib.sha256(notebook.read_bytes()).hexdigest()
+                if notebook.is_file() and not notebook.is_symlink()
+                else None
+            )
+            if record and record.get("notebooks", {}).get(lesson.notebook) != digest:
+                notes.append(
+                    f"{sid}: the time recorded at collect is for another notebook than the one "
+                    "in submitted/ (collected since without the course's collect?): its "
+                    "timestamp.txt is used as it is"
+                )
+            elif record:
+                used = record["used"]
                 said = stamp.read_text(encoding="utf-8").strip() if stamp.is_file() else None
                 if said != used:
                     if stamp.is_symlink():
