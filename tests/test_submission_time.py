@@ -10,6 +10,7 @@ both times are recorded on the instructor's side."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pwd
@@ -117,3 +118,65 @@ def test_the_honest_timestamp_nbgrader_submit_wrote_is_kept(exchange):
     used, record = collect("lesson06")
     assert used == datetime.strptime(honest.strftime(FORMAT), FORMAT)
     assert record["source"].startswith("timestamp.txt")  # and it says so
+
+
+# --- through the whole pipeline: the late penalty follows the time the student cannot write ------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is needed for grading")
+def test_a_forged_timestamp_does_not_escape_the_late_penalty(exchange, tmp_path):
+    """A full-marks submission handed in 1 day 23 hours late whose timestamp.txt claims an hour
+    before the due date: nbgrader collect (classroom configuration), then coursework.py's
+    confined autograde. The penalty is two started days of 10 %: 2 points earned, 0.4 taken."""
+    import importlib.util
+
+    from _grading_notebooks import code_cell, python_notebook
+
+    from helpers.course import Lesson
+
+    if "coursework" in sys.modules:
+        cw = sys.modules["coursework"]
+    else:
+        spec = importlib.util.spec_from_file_location(
+            "coursework", ROOT / "tools" / "coursework.py"
+        )
+        cw = importlib.util.module_from_spec(spec)
+        sys.modules["coursework"] = cw
+        spec.loader.exec_module(cw)
+    hand_in, collect = exchange
+    course = tmp_path / "course"
+    (course / "nbgrader_config.py").unlink()  # the course's own configuration instead
+    lesson = Lesson(93, "late", "lesson93.ipynb", (), None, "late")
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    instructor = python_notebook(
+        [
+            code_cell("import torch\nfrom helpers.grading import record"),
+            code_cell("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION",
+                      solution=True, grade=False, locked=False, grade_id="t_ex1"),
+            code_cell("print('✓ passed')\n### BEGIN HIDDEN TESTS\n"
+                      "record('t_ex1', double, torch.tensor([1.5, -2.0]))\n### END HIDDEN TESTS",
+                      solution=False, grade=True, locked=True, points=2, grade_id="t_ex1_check"),
+        ]
+    )  # fmt: skip
+    nbformat.write(instructor, notebooks / lesson.notebook)
+    cw.release([lesson], course, notebooks=notebooks)
+    now = _now()
+    due = now - timedelta(days=2) + timedelta(hours=1)
+    (course / "course_settings.py").write_text(
+        f"c.CourseGrading.due = {{'lesson93': {due.strftime(FORMAT)!r}}}\n"
+        "c.CourseGrading.late = {'*': {'percent_per_day': 10, 'cap_percent': 50}}\n",
+        encoding="utf-8",
+    )
+    folder = hand_in("lesson93", due - timedelta(hours=1), folder_time=due - timedelta(hours=1))
+    (folder / "lesson93.ipynb").unlink()
+    nbformat.write(instructor, str(folder / lesson.notebook))
+    (folder / "timestamp.txt").write_text((due - timedelta(hours=1)).strftime(FORMAT))  # again
+    used, _ = collect("lesson93")
+    graded = cw.autograde(lesson, course, progress=io.StringIO())
+    me = pwd.getpwuid(os.getuid()).pw_name
+    assert not graded.failed, graded.failed
+    assert cw.scores(lesson, course)[me]["t_ex1_check"] == (2.0, 2.0)
+    assert cw.penalties(lesson, course)[me] == pytest.approx(0.4)
+    assert used >= now - timedelta(seconds=2)
