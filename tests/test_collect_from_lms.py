@@ -163,3 +163,10 @@ def test_moodle_download_folders_and_worksheet_times_are_read(tmp_path):
                   "--timezone", "Europe/Paris")  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert _time(course, "carol") == datetime(2027, 3, 2, 16, 15)  # 17:15 in Paris
+
+
+def test_a_roster_that_maps_one_lms_id_to_two_students_is_refused(tmp_path):
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student,lms_id\nalice,12345\nbob,12345\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 3: lms_id '12345' appears twice"):
+        cw.read_roster(roster)

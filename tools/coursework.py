@@ -450,6 +450,9 @@ def read_roster(path: Path) -> dict[str, dict[str, str]]:
             if sid in rows:
                 raise ValueError(f"roster {path}, line {n}: student {sid!r} appears twice")
             rows[sid] = {k: (row.get(k) or "").strip() for k in ("lms_id", "sis_id", "name")}
+            lms = rows[sid]["lms_id"]
+            if lms and any(r["lms_id"] == lms for s, r in rows.items() if s != sid):
+                raise ValueError(f"roster {path}, line {n}: lms_id {lms!r} appears twice")
     return rows
 
 
