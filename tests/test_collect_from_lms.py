@@ -88,6 +88,10 @@ def test_submit_refuses_an_unsafe_id_naming_the_argument():
         cw.check_student_id("-2-3")
     assert cw.check_student_id("s1234567") == "s1234567"
     assert cw.check_student_id("jane.doe-2") == "jane.doe-2"
+    assert cw.check_student_id("jane.doe@uni.example") == "jane.doe@uni.example"
+    for unsafe in ("+1", "=1+1", "@A1", "..", "a+b", "a/b", "x" * 65, ""):
+        with pytest.raises(ValueError, match="a letter or digit first"):
+            cw.check_student_id(unsafe)
 
 
 def test_each_submission_gets_the_file_modification_time_and_says_so(tmp_path):

@@ -393,11 +393,12 @@ def submit(
     return dest
 
 
-#: A student id the course accepts: a letter or digit first, then letters, digits, ``_ . -``
-#: (at most 64). Never a leading ``- + = @`` (a spreadsheet computes ``-2-3``, ``=1+1``, ``@A1``),
-#: never a leading dot (``..`` would name a folder outside ``submitted/``).
-STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-ID_RULE = "a letter or digit first, then only letters, digits, _ . - (at most 64 characters)"
+#: A student id the course accepts: a letter or digit first, then letters, digits, ``_ . - @``
+#: (at most 64; an e-mail address is one). Never a leading ``- + = @`` (a spreadsheet computes
+#: ``-2-3``, ``=1+1``, ``@A1``), never a leading dot (``..`` would name a folder outside
+#: ``submitted/``), never a ``+`` (nbgrader's exchange separates names with it).
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+ID_RULE = "a letter or digit first, then only letters, digits, _ . - @ (at most 64 characters)"
 
 
 def check_student_id(student, where: str = "") -> str:
