@@ -537,7 +537,7 @@ def collect(
     ``times`` gives (from :func:`read_times`, by student or LMS id), else the file's modification
     time; which one is recorded in ``.grading/times/``. A file that is not a notebook, whose
     student is unknown or whose id is not safe (:data:`STUDENT_ID`) is refused with the reason,
-    as are two notebooks for one student; the others are collected (lesson: which to place)."""
+    as are two notebooks for one student; the others are collected under ``lesson``."""
     course_dir = Path(course_dir).resolve()
     roster = roster or {}
     by_lms = {row["lms_id"]: sid for sid, row in roster.items() if row.get("lms_id")}
@@ -565,7 +565,7 @@ def collect(
                         shown,
                         f"a {kind} download name: pass --roster (student,lms_id,...) to map "
                         f"LMS user {lms['lms']} to a student id",
-                    )  # fmt: skip
+                    )
                 )
                 continue
             sid = by_lms.get(lms["lms"])
