@@ -124,7 +124,8 @@ class OwnerCollect(ExchangeCollect):
         trusted = trusted_time(path)
         stated = claimed_time(path)
         tolerance = self.time_tolerance_seconds
-        if stated is not None and 0 <= (trusted - stated).total_seconds() <= tolerance:
+        # the file system's clock is coarse (a few ms): a stated time up to 1 s after it agrees
+        if stated is not None and -1 <= (trusted - stated).total_seconds() <= tolerance:
             used, source = stated, "timestamp.txt (agrees with the file system)"
         else:
             used, source = trusted, "the file system's change time"
