@@ -70,11 +70,9 @@ c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPr
 c.ClearHiddenTests.enforce_metadata = False
 
 # The course's grading settings (tools/grading/settings.py): the instructor's secret, skipping,
-# due dates, the late policy and extensions. One place; none set here by default.
-# c.CourseGrading.secret_file = "~/.config/transformer-block-course/hidden-cases.key"
-# c.CourseGrading.due = {"lesson04": "2027-03-01 17:00:00 UTC"}
-# c.CourseGrading.late = {"*": {"percent_per_day": 10, "cap_percent": 50, "grace_minutes": 15}}
-# c.CourseGrading.extensions = {"alice": {"lesson04": {"days": 2}}}
+# due dates, the late policy and extensions are private: in `course_settings.py` beside this
+# file (git-ignored; `cp course_settings.example.py course_settings.py`), read here if present.
+load_subconfig("course_settings.py")  # noqa: F821 - provided by traitlets, like get_config
 
 # `nbgrader validate` (and the Validate button) cut each line of a verdict at 90 characters by
 # default; the checks' verdicts are one line, often longer.

@@ -981,11 +981,17 @@ def test_grading_csv_and_summary(synthetic):
     rows = list(csv.reader(io.StringIO(out.getvalue())))
     header, possible, students = rows[0], rows[1], {r[2]: r for r in rows[2:]}
     assert header[:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
-    assert header[5:] == ["lesson99 s_ex1 (2)", "lesson99 l5_ex4 (2)", "lesson99 total"]
-    assert possible[0] == "Points Possible" and possible[5:] == ["2", "2", "4"]
+    assert header[5:] == [
+        "lesson99 s_ex1 (2)",
+        "lesson99 l5_ex4 (2)",
+        "lesson99 late penalty",
+        "lesson99 total",
+    ]
+    assert possible[0] == "Points Possible" and possible[5:] == ["2", "2", "0", "4"]
     assert n == len(students) == len(cw.scores(LESSON, course))
-    assert students["instructor"][5:] == ["2", "2", "4"]
-    assert students["warns"][5:] == ["2", "0", "2"] and students["blank"][5:] == ["0", "0", "0"]
+    assert students["instructor"][5:] == ["2", "2", "0", "4"]
+    assert students["warns"][5:] == ["2", "0", "0", "2"]
+    assert students["blank"][5:] == ["0", "0", "0", "0"]
     rows = {check: (mean, full) for check, _, mean, full in cw.summary(LESSON, course)}
     table = cw.scores(LESSON, course)
     full_s1 = sum(g["s_ex1_check"][0] == 2 for g in table.values()) / len(table)

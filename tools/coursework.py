@@ -10,10 +10,11 @@ and ignored by git.
     python tools/coursework.py list                    # exercises and points of each lesson
     python tools/coursework.py secret                  # the instructor's secret (hidden inputs)
     python tools/coursework.py collect lesson04 DOWNLOADS/   # DOWNLOADS/<student>.ipynb files
+    python tools/coursework.py collect lesson04 DOWNLOADS/ --roster roster.csv --times times.csv
     python tools/coursework.py autograde lesson04 --jobs 4   # every submission, confined
     python tools/coursework.py autograde lesson04 --student alice   # one student again
     python tools/coursework.py scores lesson04         # one line per student, and per exercise
-    python tools/coursework.py scores lesson04 lesson05 --csv grades.csv   # for an LMS (Canvas)
+    python tools/coursework.py scores lesson04 lesson05 --csv grades.csv --roster roster.csv
     python tools/coursework.py review lesson04         # cells that reach for the grading machinery
     python tools/coursework.py grade lesson10 alice l10_ex4_explain 2.5 --comment "..."  # by hand
 
@@ -24,6 +25,11 @@ outputs cleared, check cells locked; the student versions land in ``nbgrader/rel
 and the gradebook (``nbgrader/gradebook.db``) records each assignment's graded cells.
 ``--course-dir DIR`` works on another course folder (the tests use a temporary one).
 
+``collect`` places an LMS download's notebooks (``<student>.ipynb``, or Canvas's and Moodle's
+download names mapped to student ids by a roster) into ``submitted/``, each with its submission
+time (from the LMS's times when given, else the file's modification time; it says which), and
+refuses by name, with the reason, a file it cannot place (an unsafe id, not a notebook).
+
 ``autograde`` grades every submission of a lesson with nbgrader's own autograde, configured by
 the course folder's ``nbgrader_config.py`` (so the formgrader's button grades the same way): each
 notebook runs in the confined grading kernel, from a private folder, with the course's
@@ -31,7 +37,9 @@ demonstration cells no exercise needs skipped (``tools/grading/execute.py``, ``p
 points come from the hidden tests' records, judged against the instructor's notebook's records
 outside the kernel (``tools/grading/verdicts.py``). ``--jobs N`` grades N students at once (one
 worker process each, ``tools/grading/worker.py``), with a progress line; an interrupted run,
-started again, grades only the students not graded yet (``--force`` grades everyone again).
+started again, grades only the students not graded yet or whose submission, due date,
+extension or late policy changed since (``--force`` grades everyone again); due dates and
+extensions come from ``course_settings.py`` (private, beside ``nbgrader_config.py``).
 A submission that cannot be graded scores 0 on every exercise, with the reason; the others are
 graded. docs/INSTRUCTORS.md says what this guarantees and what it cannot.
 """
@@ -53,6 +61,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import nbformat
@@ -61,6 +70,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 COURSE_DIR = ROOT / "nbgrader"
 CONFIG = COURSE_DIR / "nbgrader_config.py"
+#: The instructor's private settings (due dates, late policy, extensions, the secret's path),
+#: beside the course folder's nbgrader_config.py, which reads it; never tracked by git.
+SETTINGS_NAME = "course_settings.py"
 
 sys.path.insert(0, str(ROOT))  # helpers.course, when run from a checkout without installing
 sys.path.insert(0, str(ROOT / "tools"))
@@ -93,6 +105,13 @@ __all__ = [
     "grade_by_hand",
     "summary",
     "write_csv",
+    "export_note",
+    "spreadsheet_text",
+    "check_student_id",
+    "read_roster",
+    "read_times",
+    "collect",
+    "Collected",
     "sanitize",
     "zero",
     "review_submissions",
@@ -222,7 +241,9 @@ def nbgrader(
 
 def prepare_course_dir(course_dir: Path = COURSE_DIR) -> Path:
     """Make ``course_dir`` an nbgrader course folder: the course's nbgrader_config.py in it (a
-    copy, which names this checkout's grading code, for a folder other than ``nbgrader/``)."""
+    copy, which names this checkout's grading code, for a folder other than ``nbgrader/``). A
+    copy the instructor has edited is kept as it is (and said so); their settings belong in
+    ``course_settings.py`` beside it, which the copy reads."""
     course_dir = Path(course_dir).resolve()
     course_dir.mkdir(parents=True, exist_ok=True)
     if course_dir != CONFIG.parent.resolve():
@@ -234,8 +255,21 @@ def prepare_course_dir(course_dir: Path = COURSE_DIR) -> Path:
             1,
         )
         target = course_dir / CONFIG.name
+        record = grading_folder(course_dir) / "config.sha256"
+        ours = record.read_text(encoding="utf-8").strip() if record.exists() else None
+        if target.exists() and target.read_text(encoding="utf-8") != text:
+            current = hashlib.sha256(target.read_bytes()).hexdigest()
+            if current != ours:  # written or edited by the instructor: theirs, never replaced
+                print(
+                    f"coursework: {target} is not the copy coursework.py wrote (edited?): kept as "
+                    f"it is, without the course's later changes; the course's settings belong "
+                    f"in {SETTINGS_NAME} beside it (delete {target.name} to get the course's)",
+                    file=sys.stderr,
+                )
+                return course_dir
         if not target.exists() or target.read_text(encoding="utf-8") != text:
             target.write_text(text, encoding="utf-8")
+            record.write_text(hashlib.sha256(text.encode()).hexdigest(), encoding="utf-8")
     return course_dir
 
 
@@ -341,8 +375,7 @@ def submit(
     That is ``submitted/<student>/<lessonNN>/<notebook name>``, the input of ``autograde``;
     ``timestamp`` (a datetime) is written as nbgrader's ``timestamp.txt`` (when it was handed in).
     """
-    if not re.fullmatch(r"[A-Za-z0-9_.@-]+", student):
-        raise ValueError(f"student must be an id of letters, digits, _ . @ -; got {student!r}")
+    check_student_id(student)
     folder = Path(course_dir).resolve() / "submitted" / student / assignment_id(lesson)
     folder.mkdir(parents=True, exist_ok=True)
     dest = folder / lesson.notebook
@@ -353,18 +386,244 @@ def submit(
     else:
         shutil.copyfile(notebook, dest, follow_symlinks=False)
     if timestamp is not None:
-        (folder / "timestamp.txt").write_text(
-            timestamp.strftime("%Y-%m-%d %H:%M:%S.%f %Z").strip(), encoding="utf-8"
-        )
+        stamp = folder / "timestamp.txt"
+        if stamp.is_symlink():
+            stamp.unlink()
+        stamp.write_text(_utc_text(timestamp), encoding="utf-8")
     return dest
 
 
-def collect(lesson: Lesson, folder: Path, course_dir: Path = COURSE_DIR) -> list[Path]:
-    """Copy ``folder/<student>.ipynb`` (e.g. downloaded from a learning platform) into submitted/."""
-    paths = sorted(p for p in Path(folder).glob("*.ipynb") if p.is_file() and not p.is_symlink())
-    if not paths:
-        raise SystemExit(f"coursework: no <student>.ipynb files in {folder}")
-    return [submit(lesson, p.stem, p, course_dir) for p in paths]
+#: A student id the course accepts: a letter or digit first, then letters, digits, ``_ . - @``
+#: (at most 64; an e-mail address is one). Never a leading ``- + = @`` (a spreadsheet computes
+#: ``-2-3``, ``=1+1``, ``@A1``), never a leading dot (``..`` would name a folder outside
+#: ``submitted/``), never a ``+`` (nbgrader's exchange separates names with it).
+STUDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
+ID_RULE = "a letter or digit first, then only letters, digits, _ . - @ (at most 64 characters)"
+
+
+def check_student_id(student, where: str = "") -> str:
+    """``student`` if it is a safe student id (:data:`STUDENT_ID`), else a ValueError naming it,
+    where it came from and the rule (the course's coursework tools; docs/INSTRUCTORS.md section 2)."""
+    if not isinstance(student, str) or not STUDENT_ID.fullmatch(student):
+        origin = f" ({where})" if where else ""
+        raise ValueError(f"student id {student!r}{origin} is not allowed: {ID_RULE}")
+    return student
+
+
+# Canvas's "Download Submissions": ``<name>_<user id>_<submission id>_<file>``, with ``late_``
+# (or ``LATE_``) before the user id of a late one; a resubmitted file's name may end ``-1``.
+CANVAS_NAME = re.compile(
+    r"(?P<name>[^_]+)_(?P<late>late_)?(?P<lms>\d+)_(?P<sub>\d+)_(?P<file>.+)", re.I
+)
+# Moodle's "Download all submissions": ``<Full Name>_<participant id>_assignsubmission_file_<file>``
+# (or a folder ``<Full Name>_<participant id>_assignsubmission_file_/`` holding the file).
+MOODLE_NAME = re.compile(r"(?P<name>.+)_(?P<lms>\d+)_assignsubmission_file_(?P<file>.*)")
+
+
+@dataclass
+class Collected:
+    """What ``collect`` did: per student, the notebook placed and its time (and where the time
+    came from); the files it refused, each with the reason."""
+
+    placed: dict[str, Path] = field(default_factory=dict)
+    times: dict[str, tuple] = field(default_factory=dict)  # student -> (datetime UTC, source)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (file, why)
+    notes: dict[str, str] = field(default_factory=dict)  # student -> what the LMS said
+
+
+def read_roster(path: Path) -> dict[str, dict[str, str]]:
+    """A roster CSV: a ``student`` column (the course's student id) and optional ``lms_id`` (the
+    LMS's user id as in its download names: Canvas's user id, Moodle's participant id),
+    ``sis_id`` (the id the LMS's grade import matches) and ``name``. Returns {student: row}."""
+    import csv
+
+    rows: dict[str, dict[str, str]] = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or "student" not in reader.fieldnames:
+            raise ValueError(
+                f"roster {path}: a header row with a 'student' column is needed "
+                "(and optionally lms_id, sis_id, name)"
+            )
+        for n, row in enumerate(reader, start=2):
+            sid = (row.get("student") or "").strip()
+            check_student_id(sid, f"roster {path}, line {n}")
+            if sid in rows:
+                raise ValueError(f"roster {path}, line {n}: student {sid!r} appears twice")
+            rows[sid] = {k: (row.get(k) or "").strip() for k in ("lms_id", "sis_id", "name")}
+            lms = rows[sid]["lms_id"]
+            if lms and any(r["lms_id"] == lms for s, r in rows.items() if s != sid):
+                raise ValueError(f"roster {path}, line {n}: lms_id {lms!r} appears twice")
+    return rows
+
+
+def read_times(path: Path, zone: str | None = None) -> dict[str, datetime]:
+    """Submission times from a CSV with an id column (``id``, ``student``, ``lms_id`` or Moodle's
+    ``Identifier``: a student id or the LMS's user id) and a time column (``time``,
+    ``submitted_at`` or Moodle's ``Last modified (submission)``). A time without a zone needs
+    ``zone`` (e.g. ``Europe/Paris``). Returns {id: UTC datetime}."""
+    import csv
+    from zoneinfo import ZoneInfo
+
+    from dateutil import parser as dateparser
+
+    id_names = ("id", "student", "lms_id", "Identifier")
+    time_names = ("time", "submitted_at", "Last modified (submission)")
+    found: dict[str, datetime] = {}
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        reader = csv.DictReader(f)
+        fields = reader.fieldnames or []
+        id_col = next((c for c in id_names if c in fields), None)
+        time_col = next((c for c in time_names if c in fields), None)
+        if id_col is None or time_col is None:
+            raise ValueError(
+                f"times {path}: the header needs an id column ({', '.join(id_names)}) and a time "
+                f"column ({', '.join(time_names)}); it has {', '.join(fields) or 'none'}"
+            )
+        for n, row in enumerate(reader, start=2):
+            key = (row.get(id_col) or "").strip().removeprefix("Participant ").strip()
+            text = (row.get(time_col) or "").strip()
+            if not key or not text or text == "-":
+                continue  # Moodle's row of a student who submitted nothing
+            try:
+                when = dateparser.parse(text)
+            except (ValueError, OverflowError):
+                raise ValueError(f"times {path}, line {n}: {text!r} is not a time") from None
+            if when.tzinfo is None:
+                if not zone:
+                    raise ValueError(
+                        f"times {path}, line {n}: {text!r} has no time zone; write one "
+                        "(2027-03-01 17:05:00+01:00, ... UTC) or pass --timezone (Europe/Paris)"
+                    )
+                when = when.replace(tzinfo=ZoneInfo(zone))
+            found[key] = when.astimezone(UTC).replace(tzinfo=None)
+    return found
+
+
+def _downloads(folder: Path) -> list[tuple[Path, str]]:
+    """The files of an LMS download folder, each with the name that identifies it (a file in a
+    Moodle submission folder is named by its folder)."""
+    found = []
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.is_dir() and not entry.is_symlink() and MOODLE_NAME.fullmatch(entry.name):
+            found += [(p, entry.name + p.name) for p in sorted(entry.iterdir())]
+        else:
+            found.append((entry, entry.name))
+    return found
+
+
+#: How nbgrader writes a submission's time in ``timestamp.txt``.
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"
+
+
+def _utc_text(when) -> str:
+    """``when`` (a datetime; naive means UTC) in nbgrader's ``timestamp.txt`` format, in UTC."""
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC).replace(tzinfo=None)
+    return when.strftime(TIME_FORMAT)
+
+
+def collect(
+    lesson: Lesson,
+    folder: Path,
+    course_dir: Path = COURSE_DIR,
+    roster: dict | None = None,
+    times: dict | None = None,
+) -> Collected:
+    """Place an LMS download's notebooks into ``submitted/``, each with its submission time.
+
+    A file is ``<student>.ipynb``, or a Canvas or Moodle download name (``roster``, from
+    :func:`read_roster`, maps the LMS's user id in it to the student). Its time is the one
+    ``times`` gives (from :func:`read_times`, by student or LMS id), else the file's modification
+    time; which one is recorded in ``.grading/times/``. A file that is not a notebook, whose
+    student is unknown or whose id is not safe (:data:`STUDENT_ID`) is refused with the reason,
+    as are two notebooks for one student; the others are collected under ``lesson``."""
+    course_dir = Path(course_dir).resolve()
+    roster = roster or {}
+    by_lms = {row["lms_id"]: sid for sid, row in roster.items() if row.get("lms_id")}
+    times = times or {}
+    done = Collected()
+    chosen: dict[str, list[tuple[Path, str, str]]] = {}
+    entries = _downloads(folder)
+    if not entries:
+        raise SystemExit(f"coursework: {folder} is empty")
+    for path, name in entries:
+        shown = str(path.relative_to(folder))
+        if path.is_symlink() or not path.is_file():
+            done.refused.append((shown, "not a regular file (a folder or a link)"))
+            continue
+        if not name.endswith(".ipynb"):
+            done.refused.append((shown, "not a notebook (.ipynb)"))
+            continue
+        lms = CANVAS_NAME.fullmatch(name) or MOODLE_NAME.fullmatch(name)
+        note = ""
+        if lms:
+            kind = "Moodle" if "assignsubmission_file_" in name else "Canvas"
+            if not roster:
+                done.refused.append(
+                    (
+                        shown,
+                        f"a {kind} download name: pass --roster (student,lms_id,...) to map "
+                        f"LMS user {lms['lms']} to a student id",
+                    )
+                )
+                continue
+            sid = by_lms.get(lms["lms"])
+            if sid is None:
+                done.refused.append((shown, f"{kind} user {lms['lms']} is not in the roster"))
+                continue
+            if lms.groupdict().get("late"):
+                note = "Canvas marked it late"
+        else:
+            sid = name[: -len(".ipynb")]
+            try:
+                check_student_id(sid, f"file {shown}")
+            except ValueError as e:
+                done.refused.append((shown, str(e)))
+                continue
+            if roster and sid not in roster:
+                done.refused.append((shown, f"student {sid!r} is not in the roster"))
+                continue
+        chosen.setdefault(sid, []).append((path, shown, note))
+    for sid, found in sorted(chosen.items()):
+        if len(found) > 1:
+            names = ", ".join(shown for _, shown, _ in found)
+            for _, shown, _ in found:
+                done.refused.append(
+                    (shown, f"{len(found)} notebooks for {sid} ({names}): keep one")
+                )
+            continue
+        path, shown, note = found[0]
+        lms_id = roster.get(sid, {}).get("lms_id", "")
+        if sid in times or (lms_id and lms_id in times):
+            when = times[sid] if sid in times else times[lms_id]
+            source = "the times file"
+        else:
+            when = datetime.fromtimestamp(path.stat().st_mtime, UTC).replace(tzinfo=None)
+            source = "the file's modification time"
+        done.placed[sid] = submit(lesson, sid, path, course_dir, timestamp=when)
+        done.times[sid] = (when, source)
+        if note:
+            done.notes[sid] = note
+        _record_time(course_dir, lesson, sid, when, source, shown)
+    return done
+
+
+def _record_time(course_dir: Path, lesson: Lesson, sid: str, when, source: str, file: str) -> None:
+    """The time ``collect`` gave a submission, and where it came from, on the instructor's side."""
+    folder = grading_folder(Path(course_dir)) / "times" / assignment_id(lesson)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    placed = Path(course_dir) / "submitted" / sid / assignment_id(lesson) / lesson.notebook
+    data = {
+        "used": when.strftime(TIME_FORMAT),
+        "source": source,
+        "collected_from": file,
+        "how": "LMS download",
+        "notebooks": {lesson.notebook: hashlib.sha256(placed.read_bytes()).hexdigest()},
+    }
+    tmp = folder / f"{sid}.tmp"
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    os.replace(tmp, folder / f"{sid}.json")
 
 
 def _students(course_dir: Path, lesson: Lesson) -> list[str]:
@@ -392,6 +651,9 @@ class Graded:
     review: dict[str, list] = field(default_factory=dict)  # student -> review.Finding list
     removed: dict[str, list[str]] = field(default_factory=dict)  # student -> what sanitize took
     up_to_date: list[str] = field(default_factory=list)  # graded before, unchanged since
+    notes: list[str] = field(default_factory=list)  # the term applied: due dates, extensions
+    late: dict[str, str] = field(default_factory=dict)  # student -> late-policy inputs' key
+    stale_feedback: list[str] = field(default_factory=list)  # feedback removed: out of date
     skipped_cells: dict[str, list[int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # student -> CPU seconds
     reference_seconds: float = 0.0
@@ -428,19 +690,96 @@ def _state(course_dir: Path, lesson: Lesson) -> Path:
     return folder
 
 
-def _apply_term(course_dir: Path, lesson: Lesson, options, students: list[str]) -> None:
-    """Due dates and extensions from ``c.CourseGrading`` into the gradebook, before grading."""
+def _apply_term(
+    course_dir: Path, lesson: Lesson, options, students: list[str]
+) -> tuple[dict[str, str], list[str]]:
+    """The settings' term into the gradebook, before grading, and each student's late-policy
+    inputs (for the resume state): ``c.CourseGrading.due`` over nbgrader's own due date (and a
+    due date this wrote, since removed from the settings, removed from the gradebook too);
+    extensions exactly as the settings say (one removed there is removed from the gradebook);
+    the time ``collect`` recorded over a ``timestamp.txt`` that disagrees. Notes on what it
+    changed or cannot apply are returned too. Returns ({student: key}, notes)."""
+    from nbgrader.api import MissingEntry
     from nbgrader.utils import parse_utc
 
     aid = assignment_id(lesson)
+    course_dir = Path(course_dir)
+    state = _state(course_dir, lesson)
+    term_file = state / "term.json"
+    term = json.loads(term_file.read_text(encoding="utf-8")) if term_file.exists() else {}
+    notes: list[str] = []
+    keys = {}
     with _gradebook(course_dir) as gb:
         if aid in options.due:
-            gb.update_or_create_assignment(aid, duedate=parse_utc(options.due[aid]))
+            due = parse_utc(options.due[aid])
+            gb.update_or_create_assignment(aid, duedate=due)
+            term["due_written"] = due.isoformat()
+        else:
+            written = term.pop("due_written", None)
+            current = gb.update_or_create_assignment(aid).duedate
+            if written and current is not None and current.isoformat() == written:
+                gb.update_or_create_assignment(aid, duedate=None)
+                notes.append(
+                    f"the due date of {aid} is no longer in c.CourseGrading.due: removed from "
+                    "the gradebook"
+                )
+        due = gb.find_assignment(aid).duedate
+        policy = options.late.get(aid) or options.late.get("*") or {}
         for sid in students:
             delta = extension_delta(options.extensions, sid, aid)
-            if delta is not None:
+            try:
+                had = gb.find_submission(aid, sid).extension
+            except MissingEntry:
+                had = None
+            if delta is not None and delta != had:
                 gb.update_or_create_student(sid)
                 gb.update_or_create_submission(aid, sid, extension=delta)
+            elif delta is None and had is not None:
+                gb.update_or_create_submission(aid, sid, extension=None)
+                notes.append(f"{sid}: the extension of {aid} is no longer in the settings: removed")
+            stamp = course_dir / "submitted" / sid / aid / "timestamp.txt"
+            recorded = course_dir / ".grading" / "times" / aid / f"{sid}.json"
+            notebook = course_dir / "submitted" / sid / aid / lesson.notebook
+            record = json.loads(recorded.read_text(encoding="utf-8")) if recorded.is_file() else {}
+            digest = (
+                hashlib.sha256(notebook.read_bytes()).hexdigest()
+                if notebook.is_file() and not notebook.is_symlink()
+                else None
+            )
+            if record and record.get("notebooks", {}).get(lesson.notebook) != digest:
+                notes.append(
+                    f"{sid}: the time recorded at collect is for another notebook than the one "
+                    "in submitted/ (collected since without the course's collect?): its "
+                    "timestamp.txt is used as it is"
+                )
+            elif record:
+                used = record["used"]
+                said = stamp.read_text(encoding="utf-8").strip() if stamp.is_file() else None
+                if said != used:
+                    if stamp.is_symlink():
+                        stamp.unlink()
+                    stamp.write_text(used, encoding="utf-8")
+                    notes.append(
+                        f"{sid}: timestamp.txt said {said or 'nothing'}, the time recorded at "
+                        f"collect is {used}: that one is used"
+                    )
+            has_time = stamp.is_file() and not stamp.is_symlink()
+            if due is not None and not has_time:
+                notes.append(
+                    f"{sid}: NO SUBMISSION TIME: the due date of {aid} cannot be applied "
+                    f"(`coursework.py collect` records one; or write {stamp.relative_to(course_dir)})"
+                )
+            keys[sid] = json.dumps(
+                [
+                    due.isoformat() if due else None,
+                    delta.total_seconds() if delta else 0,
+                    policy,
+                    stamp.read_text(encoding="utf-8").strip() if has_time else None,
+                ],
+                sort_keys=True,
+            )
+    term_file.write_text(json.dumps(term), encoding="utf-8")
+    return keys, notes
 
 
 def zero(course_dir: Path, lesson: Lesson, student: str, why: str) -> None:
@@ -551,7 +890,7 @@ def autograde(
         removed = sanitize(Path(course_dir) / "submitted" / sid / aid)
         if removed:
             graded.removed[sid] = removed
-    _apply_term(course_dir, lesson, options, students)
+    late_keys, graded.notes = _apply_term(course_dir, lesson, options, students)
     start = time.process_time()
     cpu0 = _children_cpu()
     ref_key = _reference_key(course_dir, lesson, options, secret_bytes)
@@ -565,12 +904,20 @@ def autograde(
     todo, refused = [], []
     for sid in students:
         digest = _submission_digest(course_dir, lesson, sid)
+        late = hashlib.sha256(late_keys[sid].encode()).hexdigest()[:16]
         marker = state / f"{sid}.json"
         if not force and not student and marker.exists():
             saved = json.loads(marker.read_text(encoding="utf-8"))
-            if saved.get("submission") == digest and saved.get("reference") == ref_key:
+            same = saved.get("submission") == digest and saved.get("reference") == ref_key
+            if same and saved.get("late") == late:
                 graded.up_to_date.append(sid)
                 continue
+            if same:
+                graded.notes.append(
+                    f"{sid}: the due date, extension or late policy changed since the last run: "
+                    "graded again"
+                )
+        graded.late[sid] = late
         over = _over_limits(course_dir, lesson, sid)
         if over:  # never parsed nor run: 0 with the reason, and the next student
             _finish(course_dir, lesson, sid, digest, ref_key, graded,
@@ -708,10 +1055,18 @@ def _finish(course_dir, lesson, sid, digest, ref_key, graded: Graded, result: di
     graded.seconds[sid] = result.get("cpu", 0.0)
     marker = _state(course_dir, lesson) / f"{sid}.json"
     tmp = marker.with_suffix(".tmp")
-    tmp.write_text(
-        json.dumps({"submission": digest, "reference": ref_key, "failed": why}), encoding="utf-8"
-    )
+    saved = {
+        "submission": digest,
+        "reference": ref_key,
+        "late": graded.late.get(sid),
+        "failed": why,
+    }
+    tmp.write_text(json.dumps(saved), encoding="utf-8")
     os.replace(tmp, marker)
+    feedback = Path(course_dir) / "feedback" / sid / assignment_id(lesson)
+    if feedback.is_dir() and not feedback.is_symlink():  # written from the grades just replaced
+        shutil.rmtree(feedback)
+        graded.stale_feedback.append(sid)
     return why is None
 
 
@@ -849,13 +1204,30 @@ def summary(lesson: Lesson, course_dir: Path = COURSE_DIR) -> list[tuple[str, fl
     return rows
 
 
-def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
-    """One row per student, one column per exercise and per answer graded by hand (empty until
-    the instructor has graded it), and one total per lesson (after the late penalty), in the layout Canvas's gradebook import reads: ``Student``, ``ID``, ``SIS User ID``,
-    ``SIS Login ID``, ``Section``, then the score columns, with a ``Points Possible`` row first.
-    Students are matched by their SIS ids, which are the nbgrader student ids. Returns the rows."""
+#: The characters a spreadsheet reads as the start of a formula (OWASP, "CSV Injection").
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_text(text: str) -> str:
+    """A text cell a spreadsheet shows as text: one that starts like a formula gets a leading
+    ``'`` (OWASP's CSV-injection guidance; the CSV quotes every cell too)."""
+    text = str(text)
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def write_csv(lessons: list[Lesson], course_dir: Path, out, roster: dict | None = None) -> int:
+    """One row per student, in the layout Canvas's gradebook import reads (``Student``, ``ID``,
+    ``SIS User ID``, ``SIS Login ID``, ``Section``, a ``Points Possible`` row first); per lesson a
+    column per exercise and per answer graded by hand (empty until graded), the late penalty
+    (negative: the columns add up to the total) and the total, the column to import.
+
+    ``roster`` (:func:`read_roster`) fills ``ID`` with the LMS's user id and ``SIS User ID`` with
+    its SIS id; without one the SIS columns hold the course's student ids, which the LMS matches
+    only if they are its own. Every cell is quoted, and text that starts like a formula is
+    neutralised (:func:`spreadsheet_text`). Returns the number of students."""
     import csv
 
+    roster = roster or {}
     names, ids, columns, maxima = {}, [], [], []
     per_lesson = []
     for lesson in lessons:
@@ -865,8 +1237,8 @@ def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
         found += [(m.grade_id, m.grade_id, m.points) for m in manual_answers(source)]
         aid = assignment_id(lesson)
         columns += [f"{aid} {label} ({points:g})" for _, label, points in found]
-        columns.append(f"{aid} total")
-        maxima += [points for *_, points in found] + [sum(points for *_, points in found)]
+        columns += [f"{aid} late penalty", f"{aid} total"]
+        maxima += [points for *_, points in found] + [0.0, sum(points for *_, points in found)]
         per_lesson.append((found, table, late))
         ids += [s for s in table if s not in ids]
     with _gradebook(course_dir) as gb:
@@ -877,7 +1249,7 @@ def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
                 if full
                 else student.id
             )
-    writer = csv.writer(out)
+    writer = csv.writer(out, quoting=csv.QUOTE_ALL)
     writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *columns])
     writer.writerow(["Points Possible", "", "", "", "", *(f"{m:g}" for m in maxima)])
     for sid in sorted(ids):
@@ -885,11 +1257,38 @@ def write_csv(lessons: list[Lesson], course_dir: Path, out) -> int:
         for found, table, late in per_lesson:
             grades = table.get(sid, {})
             got = [grades.get(gid, (0.0, points))[0] for gid, _, points in found]
-            total = max(sum(g for g in got if g is not None) - late.get(sid, 0.0), 0.0)
+            earned = sum(g for g in got if g is not None)
+            taken = min(late.get(sid, 0.0), earned)  # never below zero in total
             # an answer waiting to be graded by hand: an empty cell (Canvas: not graded yet)
-            row += ["" if g is None else f"{g:g}" for g in got] + [f"{total:g}"]
-        writer.writerow([names.get(sid, sid), "", sid, sid, "", *row])
+            row += ["" if g is None else f"{g:g}" for g in got]
+            row += [f"{-taken:g}" if taken else "0", f"{earned - taken:g}"]
+        known = roster.get(sid, {})
+        name = known.get("name") or names.get(sid, sid)
+        sis = known.get("sis_id") or sid
+        people = [name, known.get("lms_id", ""), sis, sid, ""]
+        writer.writerow([*(spreadsheet_text(x) for x in people), *row])
     return len(ids)
+
+
+def export_note(lessons: list[Lesson], roster: dict | None, students: int) -> str:
+    """What the instructor imports from the CSV, and how the LMS matches its rows."""
+    totals = ", ".join(f"'{assignment_id(x)} total'" for x in lessons)
+    mapped = sum(bool(row.get("sis_id") or row.get("lms_id")) for row in (roster or {}).values())
+    if roster:
+        ids = (
+            f"ID and SIS User ID come from the roster ({mapped} of {len(roster)} students have "
+            "an LMS id there); a student without one keeps the course's id in SIS User ID"
+        )
+    else:
+        ids = (
+            "no --roster: SIS User ID and SIS Login ID are the course's student ids, which the "
+            "LMS matches only if they are its own SIS ids (pass --roster student,lms_id,sis_id)"
+        )
+    return (
+        f"import the column {totals} (after the late penalty); the exercise columns and the "
+        f"late penalty add up to it, for reading (do not import them). Rows are matched by "
+        f"ID, SIS User ID or SIS Login ID: {ids}. {students} students."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -908,9 +1307,14 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("list", help="exercises and points of each lesson")
     p = sub.add_parser("secret", help="write a new secret for the hidden cases' inputs")
     p.add_argument("--file", type=Path, default=settings.DEFAULT_SECRET)
-    p = sub.add_parser("collect", help="copy FOLDER/<student>.ipynb into submitted/")
+    p = sub.add_parser(
+        "collect", help="place an LMS download's notebooks into submitted/, with their times"
+    )
     p.add_argument("assignment")
     p.add_argument("folder", type=Path)
+    p.add_argument("--roster", type=Path, help="CSV: student,lms_id,sis_id,name")
+    p.add_argument("--times", type=Path, help="CSV: id,time (the LMS's submission times)")
+    p.add_argument("--timezone", help="zone of times written without one (Europe/Paris)")
     p = sub.add_parser("autograde", help="autograde the submissions of an assignment")
     p.add_argument("assignment")
     p.add_argument("--student", help="grade this student only (again, even if graded before)")
@@ -919,6 +1323,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("scores", help="the gradebook's scores of assignments")
     p.add_argument("assignment", nargs="+")
     p.add_argument("--csv", type=Path, help="write them as a CSV an LMS imports (Canvas)")
+    p.add_argument("--roster", type=Path, help="CSV: student,lms_id,sis_id,name (LMS ids)")
     p = sub.add_parser("grade", help="the instructor's score for an answer graded by hand")
     p.add_argument("assignment")
     p.add_argument("student")
@@ -950,8 +1355,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"secret written to {path} (mode 600); keep it out of the repository")
     elif args.command == "collect":
         lesson = _lesson(args.assignment)
-        for path in collect(lesson, args.folder, course_dir):
-            print(path)
+        try:
+            roster = read_roster(args.roster) if args.roster else None
+            times = read_times(args.times, args.timezone) if args.times else None
+        except (ValueError, OSError) as e:
+            raise SystemExit(f"coursework: {e}") from None
+        prepare_course_dir(course_dir)
+        done = collect(lesson, args.folder, course_dir, roster, times)
+        for sid, (when, source) in sorted(done.times.items()):
+            note = f" ({done.notes[sid]})" if sid in done.notes else ""
+            print(f"{sid}: submitted {_utc_text(when)} (from {source}){note}")
+        for file, why in done.refused:
+            print(f"{file}: NOT COLLECTED: {why}", file=sys.stderr)
+        print(f"{len(done.placed)} collected, {len(done.refused)} refused", file=sys.stderr)
+        if done.refused:
+            return 1
     elif args.command == "autograde":
         lesson = _lesson(args.assignment)
         prepare_course_dir(course_dir)
@@ -967,6 +1385,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{sid}: removed from the submission: {'; '.join(removed)}", file=sys.stderr)
         for sid, why in sorted(graded.failed.items()):
             print(f"{sid}: NOT GRADED (0 points): {why}", file=sys.stderr)
+        for note in graded.notes:
+            print(note, file=sys.stderr)
+        if graded.stale_feedback:
+            print(
+                f"feedback of {', '.join(sorted(graded.stale_feedback))} was written before this "
+                f"grading: removed; `nbgrader generate_feedback {args.assignment}` writes it "
+                f"again (then `nbgrader release_feedback {args.assignment}`)",
+                file=sys.stderr,
+            )
         if graded.up_to_date:
             print(
                 f"{len(graded.up_to_date)} submission(s) graded before and unchanged since: not "
@@ -987,9 +1414,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "scores":
         lessons = [_lesson(x) for x in args.assignment]
         if args.csv:
+            try:
+                roster = read_roster(args.roster) if getattr(args, "roster", None) else None
+            except (ValueError, OSError) as e:
+                raise SystemExit(f"coursework: {e}") from None
             with open(args.csv, "w", newline="", encoding="utf-8") as f:
-                n = write_csv(lessons, course_dir, f)
+                n = write_csv(lessons, course_dir, f, roster)
             print(f"{args.csv}: {n} students, {', '.join(assignment_id(x) for x in lessons)}")
+            print(export_note(lessons, roster, n))
             return 0
         for lesson in lessons:
             late = penalties(lesson, course_dir)

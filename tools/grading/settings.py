@@ -1,4 +1,6 @@
-"""The course's grading settings, in one place: the course folder's ``nbgrader_config.py``.
+"""The course's grading settings, in one place: ``course_settings.py`` in the course folder,
+which its ``nbgrader_config.py`` reads (private: git-ignored; ``course_settings.example.py`` is
+the tracked example to copy).
 
     c.CourseGrading.secret_file = "~/.config/transformer-block-course/hidden-cases.key"
     c.CourseGrading.skip_demonstrations = True
@@ -46,7 +48,8 @@ class CourseGrading(Configurable):
     due = Dict(
         {},
         help='Due dates by assignment, e.g. {"lesson04": "2027-03-01 17:00:00 UTC"}; written to '
-        "the gradebook before grading (nbgrader's own due date is used when absent).",
+        "the gradebook before grading, over nbgrader's own due date (which is used when the "
+        "assignment is absent here; a due date removed from here is removed from the gradebook).",
     ).tag(config=True)
     late = Dict(
         {},
@@ -57,7 +60,8 @@ class CourseGrading(Configurable):
     extensions = Dict(
         {},
         help='Extensions by student and assignment: {"alice": {"lesson04": {"days": 2}}} '
-        '(or {"hours": 12}), added to the due date for that student.',
+        '(or {"hours": 12}), added to the due date for that student; the gradebook holds '
+        "exactly these (one removed here is removed there at the next autograde).",
     ).tag(config=True)
 
 
