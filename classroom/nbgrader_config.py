@@ -9,6 +9,8 @@ clone of the course) adds its own ``nbgrader_config.py`` on top when nbgrader ru
   mode 0777 (nbgrader resets it to that on every release). ``COURSE_EXCHANGE`` overrides it.
 * ``ExchangeFactory.collect``: ``owner_exchange.OwnerCollect`` files each submission under the
   Unix user who made it, not under the ``--student`` name it carries (see that file).
+* ``ExchangeFactory.submit``: ``owner_exchange.OwnerSubmit`` leaves each submission's folder
+  writable by its owner alone (nbgrader's own makes it 0777: a classmate could add or delete files).
 """
 
 import os
@@ -21,3 +23,4 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # owner_exchange
 c.CourseDirectory.course_id = "transformer-block"
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE", "/srv/nbgrader/exchange")
 c.ExchangeFactory.collect = "owner_exchange.OwnerCollect"
+c.ExchangeFactory.submit = "owner_exchange.OwnerSubmit"

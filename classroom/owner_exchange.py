@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.exchange.default.collect import ExchangeCollect
+from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.utils import check_mode, parse_utc
 from traitlets import Float
 
@@ -211,3 +212,25 @@ class OwnerCollect(ExchangeCollect):
                 on_time = [r for r in latest_first if r["timestamp"] <= self.duedate]
                 latest_first = on_time or latest_first
             self.src_records.append(latest_first[0])
+
+
+class OwnerSubmit(ExchangeSubmit):
+    """nbgrader's submit, with the submission's folder writable by its owner alone (0755).
+
+    nbgrader 0.9.6's ``ExchangeSubmit.copy_files`` makes each new ``inbound/`` folder 0777 ("so the
+    instructor can delete later"): a classmate who learns its name can add files to it, or delete
+    and replace the student's own, and, since ``OwnerCollect`` dates a submission by the latest
+    change under its folder, make it look late. Here the folder is 0755 once written: the
+    instructor still reads and collects it (``OwnerCollect``), nobody but its owner (and root)
+    changes it. Enable it for every user (classroom/nbgrader_config.py does):
+
+        c.ExchangeFactory.submit = "owner_exchange.OwnerSubmit"
+    """
+
+    def copy_files(self):
+        super().copy_files()
+        # the folder nbgrader just wrote (students cannot list inbound/: it is 0733)
+        path = os.path.join(self.inbound_path, self.assignment_filename)
+        info = os.lstat(path)
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():  # never a link or another's
+            os.chmod(path, 0o755)

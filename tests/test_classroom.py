@@ -454,6 +454,19 @@ def term(playwright_driver):
             "read the gradebook": f"open({str(course / 'nbgrader' / 'gradebook.db')!r}, 'rb').read(1)",
             "write into outbound": f"open({str(root / 'outbound' / ASSIGNMENT / 'x.ipynb')!r}, 'w')",
         }
+        # alice's latest submission folder in inbound/: bob cannot list inbound, but a name can
+        # be learnt (seen over a shoulder, a shared screen); knowing it must give him nothing
+        alice_sub = max(
+            (p for p in (root / "inbound").iterdir() if p.stat().st_uid == user["alice"].uid),
+            key=lambda p: p.name,
+        )
+        tries["add a file to alice's submission"] = f"open({str(alice_sub / 'extra.ipynb')!r}, 'w')"
+        tries["delete a file of alice's submission"] = (
+            f"os.remove({str(alice_sub / 'timestamp.txt')!r})"
+        )
+        tries["replace alice's notebook"] = (
+            f"os.rename({str(alice_sub / NOTEBOOK)!r}, {str(alice_sub / 'x')!r})"
+        )
         code = "import os, json\nres = {}\n"
         for what, expr in tries.items():
             code += f"try:\n    {expr}\n    res[{what!r}] = 'allowed'\nexcept PermissionError:\n    res[{what!r}] = 'denied'\n"
