@@ -12,6 +12,15 @@ GPT-2's initialization), the position rows also at twice the training length, an
 comparisons (the base model again with the same batches and another initial draw). Verdicts:
 ``helpers.paired.decide`` (all paired differences of one sign, mean beyond 2 standard errors).
 
+Declared before the follow-up seeds ran (a sequential rule, two looks): look 1 decides on seeds
+0-4; every row it leaves undecided gets seeds 5, 6 and 7 (with the base's runs under the same
+seeds) and look 2 decides on its 8 paired differences. Each look is a paired t-test on the mean
+difference at the two-sided level that makes the two looks together fire 5% of the time when a
+choice changes nothing (Gaussian differences; ``helpers.paired``). There is no third look: a row
+undecided at 8 seeds is "cannot tell apart", beside the smallest difference 8 seeds detect at 80%
+power. The follow-up is trained with ``--seeds 5 6 7 --factors "norm placement" tying activation
+--aa 0 --raw FILE`` and merged with ``--followup-from-raw FILE``.
+
 Writes ``helpers/data/side_by_side.json`` (``helpers.shipped``: settings, per-seed curves and
 finals, A/A runs, times; read by ``helpers.side_by_side.load_side_by_side``), the page
 ``docs/SIDE_BY_SIDE.md`` and its figure ``docs/side_by_side.png``. ``--raw FILE`` also saves the
