@@ -12,6 +12,13 @@ linear warm-up, post-norm without, pre-norm without) share the batches and the i
 A/A comparisons per run and rate (another initial draw, the same batches). Verdicts:
 ``helpers.paired.decide``; "every seed": what holds for all five.
 
+Declared before the follow-up seeds ran (the same two-look plan as lesson 9's grid): look 1
+decides each comparison on seeds 0-4; a comparison it leaves undecided is decided once more on 8
+seeds, with seeds 5, 6 and 7 added (trained for every run and rate, without A/A repeats:
+``--seeds 5 6 7 --aa 0 --raw FILE``, merged with ``--followup-from-raw FILE``). Each look is a
+paired t-test on the mean difference at ``helpers.paired.TWO_LOOK_LEVEL``, so that the two looks
+together fire about 5% of the time when nothing differs; no third look.
+
 Writes ``helpers/data/warmup_sweep.json`` (``helpers.shipped``; read by
 ``helpers.warmup.load_warmup_sweep``), ``docs/WARMUP_SWEEP.md`` and ``docs/warmup_sweep.png``;
 ``--raw FILE`` also saves the sweep as soon as it ran, ``--from-raw FILE`` writes the outputs from it.
