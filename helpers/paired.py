@@ -62,6 +62,7 @@ __all__ = [
     "two_look_rate",
     "decide",
     "detectable_difference",
+    "power_at",
     "chance_alarms",
     "disjoint_pairs",
     "mean_and_se",
@@ -310,6 +311,19 @@ def detectable_difference(
     if isinstance(power, bool) or not isinstance(power, int | float) or not level < power < 1:
         raise ValueError(f"power must be a number between level ({level}) and 1, got {power!r}")
     return float(sd) * _detectable(n, level, float(power))
+
+
+def power_at(n: int, difference: float, sd: float, level: float = LEVEL) -> float:
+    """Lessons 5, 8 and 9. The probability that the rule at ``n`` seeds and ``level`` calls a true
+    mean difference ``difference`` (nats) different from zero, when the paired differences scatter
+    with standard deviation ``sd`` (Gaussian): the inverse of :func:`detectable_difference`."""
+    n, level = _n(n), _level(level)
+    for name, v in (("difference", difference), ("sd", sd)):
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if not sd > 0:
+        raise ValueError(f"sd (of the paired differences) must be a positive number, got {sd!r}")
+    return _power(n, level, abs(float(difference)) / float(sd))
 
 
 def chance_alarms(m: int, rate: float) -> tuple[float, float]:

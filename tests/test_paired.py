@@ -20,6 +20,7 @@ from helpers.paired import (
     disjoint_pairs,
     null_rate,
     paired_differences,
+    power_at,
     rule_text,
     t_quantile,
     two_look_rate,
@@ -83,6 +84,8 @@ def test_C9_3_detectable_difference_has_the_stated_power_by_simulation():
         power = float((np.abs(t) > t_quantile(n)).mean())
         assert abs(power - 0.8) < 0.01, (n, delta, power)
     assert detectable_difference(5) == pytest.approx(1.68, abs=0.01)
+    assert power_at(5, detectable_difference(5, sd=0.03), 0.03) == pytest.approx(0.8, abs=1e-6)
+    assert power_at(8, 0.0, 1.0) == pytest.approx(LEVEL, abs=1e-3)  # no difference: the level
     assert detectable_difference(8) < detectable_difference(5)  # more seeds see smaller ones
 
 
@@ -161,6 +164,8 @@ def test_C9_3_rule_text_states_the_rule_its_rate_and_its_power():
         (lambda: detectable_difference(5, sd=0), ValueError, "sd \\(of the paired"),
         (lambda: detectable_difference(5, power=1.5), ValueError, "power must be"),
         (lambda: chance_alarms(0, 0.05), ValueError, "m \\(comparisons\\)"),
+        (lambda: power_at(5, 0.1, 0.0), ValueError, "sd \\(of the paired"),
+        (lambda: power_at(5, float("nan"), 1.0), ValueError, "difference must be a finite"),
         (lambda: disjoint_pairs([[1.0]]), ValueError, "at least two repeats"),
         (lambda: paired_differences([1.0], [1.0, 2.0]), ValueError, "one value per seed"),
         (lambda: aa_rate([]), ValueError, "at least one A/A comparison"),
