@@ -143,16 +143,37 @@ def test_visible_check_and_hidden_test_read_an_answer_alike():
     ]  # not a mapping: left for the check to name
 
 
-def test_check_audit_verdicts_accepts_the_answer_and_says_what_it_cannot_check(capsys):
+def test_check_audit_verdicts_accepts_the_answer_and_says_how_it_decided(capsys):
     checks.check_audit_verdicts(lambda: RIGHT)
     out = capsys.readouterr().out
-    assert out.startswith("✓") and "K2, K3: the audit cannot decide them" in out
+    assert out.startswith("✓") and "K2, K3 agree with this check's own experiments" in out
 
 
-def test_check_audit_verdicts_cannot_tell_a_wrong_guess_on_an_undecided_check(capsys):
-    """What the check cannot know: K2 guessed "passed" gets a ✓ too (the grade is hidden)."""
-    checks.check_audit_verdicts(lambda: {**RIGHT, "K2": "passed"})
-    assert "cannot tell you whether yours are right" in capsys.readouterr().out
+@pytest.mark.parametrize("check", ["K2", "K3"])
+def test_check_audit_verdicts_refuses_a_wrong_verdict_the_audit_leaves_undecided(check):
+    """K2 and K3, which the audit cannot decide, are decided by the check's own experiments (as
+    the hidden test grades them): a wrong guess is refused with the experiment that decides it,
+    never with the model's facts (the explanation is the student's)."""
+    wrong = {**RIGHT, check: {"passed": "failed", "failed": "passed"}[RIGHT[check]]}
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_audit_verdicts(lambda: wrong)
+    message = str(info.value)
+    assert f"your {check} verdict is {wrong[check]!r}" in message and "experiment" in message
+    assert "\n" not in message
+
+
+def test_undecided_by_experiment_follows_the_model_not_constants(monkeypatch):
+    """The check's experiments decide K2 and K3 as the instructor's solution does: on the
+    mystery model with its feed-forward's residual restored, K2 passes; a model of another shape
+    is left undecided."""
+
+    def decided(model):
+        return {k: v for k, (v, _) in checks.undecided_by_experiment(model).items()}
+
+    assert decided(zoo.mystery_model()) == {"K2": "failed", "K3": "passed"}
+    monkeypatch.setattr(mystery_module._Layer, "residual_after_ffn", True)
+    assert decided(zoo.mystery_model()) == {"K2": "passed", "K3": "passed"}
+    assert checks.undecided_by_experiment(torch.nn.Linear(3, 3)) == {}
 
 
 def _raises(error):

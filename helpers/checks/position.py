@@ -334,6 +334,10 @@ def _probe_layers(n: int, d: int) -> list[tuple[_Layer, bool]]:
             ),
             False,
         ),
+        # two layers whose sum over the rows does not change when the rows are permuted, though
+        # they are not equivariant: a probe that compares sums (or means) over positions is fooled
+        (_Layer("PE(p) added to row p", lambda x: x + pe), False),
+        (_Layer("the rows in reverse order", lambda x: x.flip(1)), False),
     ]
 
 
@@ -350,7 +354,8 @@ def _as_verdict(ex: str, got, what: str) -> bool:
 def check_permutation_probe(fn) -> None:
     """Lesson 4, exercise 3 (C4.1, transfer). ``fn(layer, x)`` says (True/False) whether
     ``layer`` ([1, n, d] -> [1, n, d]) is permutation-equivariant, by experiment on ``x``
-    [1, n, d] (float64). Tried on six layers, three of each kind, most of them not shown in
+    [1, n, d] (float64). Tried on eight layers, three equivariant and five not (two of those
+    keep the sum over the rows, so a probe comparing sums is refused), most of them not shown in
     the lesson; a wrong verdict is explained from the layer's real behaviour on that ``x``."""
     ex = "Exercise 3 (a probe for permutation-equivariance)"
     name = "is_permutation_equivariant"
@@ -380,12 +385,19 @@ def check_permutation_probe(fn) -> None:
                 f"another order differ in the last digits."
             )
         else:
+            with torch.no_grad():
+                sums = float((layer(x[:, swap]).sum(1) - layer(x).sum(1)).abs().max())
             problem = (
                 f"this layer is not permutation-equivariant: with positions 0 and 1 swapped, "
                 f"layer(x[:, order]) and layer(x)[:, order] differ by up to {fmt(gap, 2)}. Does "
                 f"your probe really permute something (an order that is not the identity), and "
                 f"compare layer(x[:, order]) with layer(x)[:, order]?"
             )
+            if sums < 1e-9:
+                problem += (
+                    " Their sums (and means) over the rows agree, so a probe that compares sums "
+                    "over the positions cannot see it: compare the rows themselves."
+                )
         fail(ex, f"{what} returned {got}: {problem}")
     shown = "; ".join(f"{layer_name}: {'yes' if got else 'no'}" for layer_name, got in said)
     passed(ex, f"your probe's verdicts: {shown}. Compare them with your predictions.")
