@@ -11,8 +11,10 @@ read them; without a secret they draw their public default inputs.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
+import random
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,14 +80,41 @@ class Run:
     grade: Verdict
 
 
-def _record(notebook: str, source: str, hidden: str, log: Path) -> None:
+@contextlib.contextmanager
+def _secret(secret: str | None):
+    """With ``secret``, ``helpers.grading.hidden_seed`` and ``hidden_cases`` answer as under a
+    grader holding an instructor's secret (a seed and a stream per exercise derived from it),
+    for the hidden tests run here; without, their public defaults."""
+    if secret is None:
+        yield
+        return
+    seed, cases = helpers.grading.hidden_seed, helpers.grading.hidden_cases
+
+    def derived(exercise: str) -> int:
+        return int.from_bytes(hashlib.sha256(f"{secret}/{exercise}".encode()).digest()[:6], "big")
+
+    helpers.grading.hidden_seed = lambda exercise, default: derived(exercise)
+    helpers.grading.hidden_cases = lambda exercise, default, draw: draw(
+        random.Random(derived(exercise))
+    )
+    try:
+        yield
+    finally:
+        helpers.grading.hidden_seed, helpers.grading.hidden_cases = seed, cases
+
+
+def _record(notebook: str, source: str, hidden: str, log: Path, secret: str | None) -> None:
     namespace = _namespace(notebook)
     exec(source, namespace)
     helpers.grading._cases.clear()  # case numbers count from 0 in each run, as in a kernel
     before = os.environ.get("HELPERS_GRADING_LOG")
     os.environ["HELPERS_GRADING_LOG"] = str(log)
     try:
-        with torch.random.fork_rng(), contextlib.redirect_stdout(io.StringIO()):
+        with (
+            _secret(secret),
+            torch.random.fork_rng(),
+            contextlib.redirect_stdout(io.StringIO()),
+        ):
             exec(hidden, namespace)
     finally:
         if before is None:
@@ -94,16 +123,30 @@ def _record(notebook: str, source: str, hidden: str, log: Path) -> None:
             os.environ["HELPERS_GRADING_LOG"] = before
 
 
-def run(notebook: str, exercise: str, answer: str, tmp_path: Path) -> Run:
+def hidden_records(
+    notebook: str, exercise: str, answer: str, tmp_path: Path, secret: str | None = None
+) -> dict[int, list[dict]]:
+    """{case: [entry]} of the exercise's hidden tests run on ``answer`` (with ``secret``, as a
+    grader holding it would run them)."""
+    log = tmp_path / f"{exercise}-{secret}.jsonl"
+    log.unlink(missing_ok=True)
+    _record(notebook, answer, _hidden(cells(notebook)[f"{exercise}_check"]), log, secret)
+    return read_records(log)[0].get(exercise, {})
+
+
+def run(
+    notebook: str, exercise: str, answer: str, tmp_path: Path, secret: str | None = None
+) -> Run:
     """The visible check's verdict on ``answer`` (the source of the exercise's solution cell, as
-    a student wrote it) and the grade's verdict from the hidden tests run on their own."""
+    a student wrote it) and the grade's verdict from the hidden tests run on their own (with
+    ``secret``, the hidden inputs a grader holding it draws)."""
     sources = cells(notebook)
     check = sources[f"{exercise}_check"]
     reference_log, student_log = tmp_path / "reference.jsonl", tmp_path / "student.jsonl"
     for log in (reference_log, student_log):
         log.unlink(missing_ok=True)
-    _record(notebook, sources[exercise], _hidden(check), reference_log)
-    _record(notebook, answer, _hidden(check), student_log)
+    _record(notebook, sources[exercise], _hidden(check), reference_log, secret)
+    _record(notebook, answer, _hidden(check), student_log, secret)
     reference, _ = read_records(reference_log)
     student, _ = read_records(student_log)
     grade = judge(exercise, reference.get(exercise, {}), student.get(exercise, {}))
