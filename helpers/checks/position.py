@@ -318,6 +318,8 @@ def _probe_layers(n: int, d: int) -> list[tuple[_Layer, bool]]:
         causal = MultiHeadAttention(d, 2, causal=True).double().eval()
         mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d)).double()
         pe = sinusoidal_encoding_at(range(n), d, dtype=torch.float64)  # [n, d]
+        mix = torch.randn(n, n, dtype=torch.float64)  # [n, n]
+        mix = 0.5 * (mix - mix.mean(dim=0, keepdim=True))  # each column sums to 0
     return [
         (_Layer("self-attention without a mask", attention, attention), True),
         (_Layer("causal self-attention", causal, causal), False),
@@ -335,9 +337,16 @@ def _probe_layers(n: int, d: int) -> list[tuple[_Layer, bool]]:
             False,
         ),
         # two layers whose sum over the rows does not change when the rows are permuted, though
-        # they are not equivariant: a probe that compares sums (or means) over positions is fooled
+        # they commute with no permutation of the rows (not with a transposition either): a probe
+        # that compares sums (or means) over the positions is fooled
         (_Layer("PE(p) added to row p", lambda x: x + pe), False),
-        (_Layer("the rows in reverse order", lambda x: x.flip(1)), False),
+        (
+            _Layer(
+                "each row plus a fixed mix of all the rows (the sum over the rows kept)",
+                lambda x: x + torch.einsum("pq,bqd->bpd", mix, x),
+            ),
+            False,
+        ),
     ]
 
 
