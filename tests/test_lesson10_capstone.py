@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from grading.verdicts import judge  # noqa: E402
 
-from helpers import audit, zoo  # noqa: E402
+from helpers import audit, init_weights, zoo  # noqa: E402
 from helpers.checks import ExerciseFailed  # noqa: E402
 from helpers.checks import audit as checks  # noqa: E402
 from helpers.checks.audit import normalized_verdicts  # noqa: E402
@@ -305,3 +305,21 @@ def test_lesson10_stored_outputs_hold_without_transformers(tmp_path):
         text=True,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+def test_exercise_helpers_name_a_bad_model():
+    """The capstone check's public helpers refuse what is not the model they read, by name."""
+    with pytest.raises(TypeError, match=r"model\.blocks must be an nn\.ModuleList"):
+        checks.blocks_with_the_same_weights(torch.nn.Linear(3, 3))
+    with pytest.raises(TypeError, match="model must be a TransformerLM"):
+        checks.repaired_logits_problem(torch.nn.Linear(3, 3))
+
+
+def test_blocks_with_the_same_weights_names_deep_copies_and_not_fresh_blocks():
+    model = checks.ReusedBlockLM(**checks.SETTINGS)
+    model.blocks = torch.nn.ModuleList(copy.deepcopy(model.blocks[0]) for _ in range(2))
+    (pair,) = checks.blocks_with_the_same_weights(model)
+    assert pair.startswith("blocks.1 and blocks.0 (")
+    for block in model.blocks:
+        init_weights(block)
+    assert checks.blocks_with_the_same_weights(model) == []

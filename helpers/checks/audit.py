@@ -305,6 +305,11 @@ def repaired_logits_problem(model, tokens=None) -> str | None:
     (``self.embed(tokens)``, every block in order, ``self.final_norm``, ``self.lm_head``); else
     what differs, in words (the final norm left out is named). ``tokens`` default: the check's
     probe [2, 8]."""
+    if not isinstance(model, TransformerLM):
+        raise TypeError(
+            "model must be a TransformerLM (a repaired PositionAfterFirstBlockLM), got "
+            f"{type(model).__name__}"
+        )
     tokens = _probe() if tokens is None else tokens
     with torch.no_grad():
         got = _first_tensor(model(tokens))
