@@ -360,3 +360,16 @@ def test_a_secret_leaves_the_post_norm_seeds_and_changes_the_order(tmp_path):
     assert [r[0]["value"] for _, r in sorted(public.items())] == ["A", "B", "A"]
     for secret, said in answers.items():
         assert len(set(said)) == 2 and said != ["A", "B", "A"], (secret, said)
+
+
+@pytest.mark.parametrize("notebook", [L4, L5, L6, L10])
+def test_hidden_tests_leave_the_grader_its_skipping(notebook):
+    """The hidden tests' own names never read the notebook's history: IPython's ``_i`` (the
+    previous input) as a loop variable made the skip plan run every cell of lessons 4 and 6."""
+    import nbformat
+    from _exercise_runs import ROOT
+
+    from tools.grading import plan
+
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    assert plan.plan(nb, nb).skipped, f"{notebook}: no demonstration cell would be skipped"
