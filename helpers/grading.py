@@ -58,6 +58,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+import numpy
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
@@ -77,6 +78,7 @@ __all__ = [
     "COMPILED",
     "TORCHSCRIPT",
     "PUBLIC_SECRET",
+    "NUMPY_DTYPES",
 ]
 
 #: What an answer's call of these libraries is recorded as: a module prefix. No exercise needs
@@ -95,6 +97,28 @@ TORCHSCRIPT = "<TorchScript>"
 #: The key of the hidden cases when the instructor has set no secret (continuous integration,
 #: the committed notebooks): public, so their inputs are public too.
 PUBLIC_SECRET = b"transformer-block-course: public hidden cases"
+#: The numpy dtypes an answer may return (exact ``numpy.ndarray``, or a numpy scalar of one of
+#: them): those ``torch.from_numpy`` takes, which is how the visible checks read a numpy answer
+#: (helpers.checks._core.as_tensor). Recorded as the tensor ``torch.from_numpy`` would give (its
+#: torch dtype, shape and values), so graded exactly as that tensor: a numpy scalar as a 0-d
+#: tensor, complex values as complex tensors' (unsupported). Any other dtype (object, strings,
+#: dates, long double) and subclasses of ndarray (np.matrix, masked arrays) are unsupported.
+NUMPY_DTYPES = {
+    "bool": "torch.bool",
+    "int8": "torch.int8",
+    "int16": "torch.int16",
+    "int32": "torch.int32",
+    "int64": "torch.int64",
+    "uint8": "torch.uint8",
+    "uint16": "torch.uint16",
+    "uint32": "torch.uint32",
+    "uint64": "torch.uint64",
+    "float16": "torch.float16",
+    "float32": "torch.float32",
+    "float64": "torch.float64",
+    "complex64": "torch.complex64",
+    "complex128": "torch.complex128",
+}
 
 _HELPERS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _cases: dict[str, int] = {}  # case numbers per exercise (outside the sealed recorder)
@@ -241,10 +265,19 @@ def _dependencies() -> dict:
         stdlib_dir=os.path.dirname(os.__file__) + os.sep,
         this_module=__name__,
         third_party=THIRD_PARTY,
+        numpy_dtypes=dict(NUMPY_DTYPES),
         markers=(ANOTHER_THREAD, COMPILED, TORCHSCRIPT),
         modules=sys.modules,
         public_secret=PUBLIC_SECRET,
         Random=random.Random,
+        np_ndarray=numpy.ndarray,
+        np_scalars=frozenset(numpy.dtype(name).type for name in NUMPY_DTYPES),
+        np_asarray=numpy.asarray,
+        np_astype=numpy.ndarray.astype,
+        np_ravel=numpy.ndarray.ravel,
+        np_tolist=numpy.ndarray.tolist,
+        np_dtype=numpy.ndarray.__dict__["dtype"].__get__,
+        np_float64=numpy.float64,
     )
     return deps
 
@@ -284,6 +317,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     THIS, THIRD = d["this_module"], d["third_party"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
     _modules = d["modules"]
+    NDARRAY, NP_SCALARS, _asarray = d["np_ndarray"], d["np_scalars"], d["np_asarray"]
+    _np_astype, _np_ravel, _np_tolist = d["np_astype"], d["np_ravel"], d["np_tolist"]
+    _np_dtype, _np_float64 = d["np_dtype"], d["np_float64"]
+    NUMPY_TORCH = _dict(d["numpy_dtypes"])
     STARTERS = _tuple(f for f in d["thread_starters"] if f is not None)
     _thread_count = d["thread_count"]
     DYNAMO = TORCH + "_dynamo/"
@@ -644,6 +681,21 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             "tensor": {"dtype": _str(_dtype(t)), "shape": _list(_shape(t)), "data": tensor_data(t)}
         }
 
+    def array(a):
+        """An exact numpy array as the tensor torch.from_numpy would give (NUMPY_DTYPES)."""
+        dtype = _np_dtype(a)
+        name = NUMPY_TORCH.get(dtype.name) if _type(dtype.name) is _str else None
+        if name is None:
+            return {"unsupported": "numpy array of dtype " + _str(dtype.name)}
+        flat = _np_ravel(a)
+        if dtype.kind == "c":
+            data = [{"unsupported": "complex"}]
+        elif dtype.kind == "f":
+            data = [number(v) for v in _np_tolist(_np_astype(flat, _np_float64))]
+        else:
+            data = _np_tolist(flat)
+        return {"tensor": {"dtype": name, "shape": [_int(n) for n in a.shape], "data": data}}
+
     def module(m):
         storages, objects, params = {}, {}, []
         for name, p in _named_parameters(m, remove_duplicate=False):
@@ -676,6 +728,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                 return {k: plain(v, depth + 1) for k, v in _list(x.items())}
             if _isinstance(x, Module):
                 return module(x)
+            if kind is NDARRAY:
+                return array(x)
+            if kind in NP_SCALARS:  # as the 0-d tensor torch.from_numpy(numpy.asarray(x)) is
+                return array(_asarray(x))
         return {"unsupported": kind.__name__}
 
     # --- fingerprints of the inputs -------------------------------------------------------------
@@ -810,7 +866,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     add_codes(refresh_course_map, kind_of, attributed_to_user, note, problem, intact, same_vars, check,
               on_event, profile, thread_profile, begin, end, observe, number, tensor_data, tensor,
-              module, plain, code_digest, digest, fingerprint, active, to_json, add_codes, fm_method,
+              array, module, plain, code_digest, digest, fingerprint, active, to_json, add_codes, fm_method,
               dm_method)  # fmt: skip
 
     return {

@@ -1,0 +1,190 @@
+"""What a hidden test records of an answer, and the verdict on it, agree with the visible check
+(helpers.grading, tools/grading/verdicts.py): honest answers written another way keep their
+points, and an answer cannot earn points by what it does to the hidden test's inputs or by
+reaching a forbidden function through a course helper.
+
+The lessons' own exercises are run here as the grader runs them, in this process: the
+instructor's solution cell and the hidden tests are read from the committed notebook, the
+instructor's answer gives the reference records, another answer is recorded on the same hidden
+cases (``HELPERS_GRADING_LOG``) and judged against them (``tools/grading/verdicts.judge``), and
+the same answer goes through the exercise's visible check.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import helpers
+from helpers import grading as grading_module
+from helpers.checks import generation as generation_checks
+from helpers.checks import position as position_checks
+from helpers.checks import residual as residual_checks
+from helpers.checks._core import ExerciseFailed
+from helpers.grading import plain, record
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _grading_package():
+    """tools/grading as the package ``grading`` (the name the other tests import it by), loaded
+    from its folder."""
+    if "grading" not in sys.modules:
+        folder = ROOT / "tools" / "grading"
+        spec = importlib.util.spec_from_file_location(
+            "grading", folder / "__init__.py", submodule_search_locations=[str(folder)]
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["grading"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["grading"]
+
+
+_grading_package()
+from grading.verdicts import judge, read_records  # noqa: E402
+
+
+# ---- the lessons' exercises, as the grader runs them ------------------------------------------
+def _exercise_cells(notebook: str, exercise: str) -> tuple[str, str]:
+    """(the instructor's solution cell, the hidden tests of its check cell) of ``exercise``."""
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    cells = nb.cells
+    for i, cell in enumerate(cells):
+        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == exercise:
+            for later in cells[i + 1 :]:
+                if "### BEGIN HIDDEN TESTS" in later.source:
+                    hidden = later.source.split("### BEGIN HIDDEN TESTS", 1)[1]
+                    return cell.source, hidden.split("### END HIDDEN TESTS", 1)[0]
+    raise LookupError(f"{exercise} not found in {notebook}")
+
+
+def _namespace() -> dict:
+    return {"torch": torch, "nn": nn, "F": F, "math": math, "np": np, "helpers": helpers}
+
+
+def _records(hidden: str, name: str, answer, log: Path, monkeypatch) -> dict:
+    """Run the hidden tests with ``answer`` bound to ``name``: {case: [entries]} of the log."""
+    if log.exists():
+        log.unlink()
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    monkeypatch.setattr(grading_module, "_cases", {})  # case numbers from 0, as in a fresh kernel
+    ns = {**_namespace(), name: answer}
+    exec(compile(hidden, "<hidden tests>", "exec"), ns)
+    records, bad = read_records(log)
+    assert not bad
+    (only,) = records.values()
+    return only
+
+
+def _graded(notebook, exercise, name, variant, tmp_path, monkeypatch):
+    """The verdict on ``variant(solution)`` against the instructor's ``solution``, on the
+    exercise's hidden cases."""
+    solution_cell, hidden = _exercise_cells(notebook, exercise)
+    ns = _namespace()
+    exec(compile(solution_cell, "<solution>", "exec"), ns)
+    solution = ns[name]
+    reference = _records(hidden, name, solution, tmp_path / "reference.jsonl", monkeypatch)
+    answer = variant(solution)
+    student = _records(hidden, name, answer, tmp_path / "student.jsonl", monkeypatch)
+    return judge(exercise, reference, student), answer, student
+
+
+def _check_says(check, answer) -> bool:
+    """True for the visible check's ✓, False for its ✗."""
+    try:
+        check(answer)
+    except ExerciseFailed:
+        return False
+    return True
+
+
+def _as_numpy(solution, dtype=None):
+    def answer(*args):
+        got = solution(*args).detach().numpy()
+        return got if dtype is None else got.astype(dtype)
+
+    return answer
+
+
+# the exercises whose answer is a tensor the visible check reads with as_tensor, which accepts a
+# numpy array: (notebook, exercise, function's name, visible check)
+NUMPY_EXERCISES = [
+    ("04b_position_inside_attention.ipynb", "l4b_ex1", "rotary_half_split",
+     position_checks.check_rotary_half_split),
+    ("04b_position_inside_attention.ipynb", "l4b_ex2", "alibi_bias_for",
+     position_checks.check_alibi_bias),
+    ("05_residuals_and_layer_norm.ipynb", "l5_ex1", "predict_layer_norm",
+     residual_checks.check_layer_norm_prediction),
+    ("05_residuals_and_layer_norm.ipynb", "l5_ex2", "fixed_pre_norm",
+     residual_checks.check_fixed_pre_norm),
+    ("09_the_full_model.ipynb", "l9_ex3", "top_p_filter", generation_checks.check_top_p_filter),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("notebook", "exercise", "name", "check"), NUMPY_EXERCISES)
+def test_a_numpy_answer_the_check_accepts_gets_full_marks(
+    notebook, exercise, name, check, tmp_path, monkeypatch
+):
+    for dtype in (None, np.float32):
+        verdict, answer, student = _graded(
+            notebook, exercise, name, lambda s, dtype=dtype: _as_numpy(s, dtype), tmp_path,
+            monkeypatch,
+        )  # fmt: skip
+        assert _check_says(check, answer), (exercise, dtype)
+        assert verdict.correct, (exercise, dtype, verdict.message, student[0][0].get("value"))
+
+
+@pytest.mark.parametrize(("notebook", "exercise", "name", "check"), NUMPY_EXERCISES)
+def test_a_wrong_numpy_answer_loses_its_points_as_in_the_check(
+    notebook, exercise, name, check, tmp_path, monkeypatch
+):
+    def wrong(solution):
+        right = _as_numpy(solution)
+        return lambda *args: right(*args) * 1.5 + 0.25
+
+    verdict, answer, _ = _graded(notebook, exercise, name, wrong, tmp_path, monkeypatch)
+    assert not _check_says(check, answer)
+    assert not verdict.correct and "differs" in verdict.message, verdict.message
+
+
+def test_a_numpy_answer_is_recorded_as_the_tensor_torch_from_numpy_gives():
+    for array in (
+        np.arange(6.0).reshape(2, 3),
+        np.arange(6, dtype=np.float32).reshape(2, 3)[:, ::-1],  # negative strides
+        np.array([np.nan, np.inf, -1.5], dtype=np.float16),
+        np.array([[True, False]]),
+        np.arange(4, dtype=np.int32),
+        np.arange(3, dtype=np.uint8),
+        np.array(2.5),
+    ):
+        assert plain(array) == plain(torch.from_numpy(array.copy())), array.dtype
+    # numpy scalars: the 0-d tensor of the same dtype (not a Python number: a check that asks
+    # for a Python bool refuses numpy.bool_ and a bool tensor alike)
+    for scalar in (np.float64(2.5), np.float32(0.1), np.int64(7), np.bool_(True)):
+        assert plain(scalar) == plain(torch.from_numpy(np.asarray(scalar))), type(scalar)
+    assert plain([np.float64(1.0), np.arange(2.0)]) == plain(
+        [torch.tensor(1.0, dtype=torch.float64), torch.arange(2.0, dtype=torch.float64)]
+    )
+    assert plain(np.array([1 + 2j]))["tensor"]["data"] == [{"unsupported": "complex"}]
+    for other in (np.array(["a"]), np.array([object()]), np.longdouble(1)):
+        assert "unsupported" in plain(other), other
+
+
+def test_a_numpy_answer_that_is_not_a_number_array_is_refused_with_its_dtype(tmp_path, monkeypatch):
+    log = tmp_path / "log.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    record("x", lambda: torch.zeros(2, dtype=torch.float64))
+    record("x", lambda: np.array(["0.0", "0.0"]))
+    reference, student = (json.loads(line) for line in log.read_text().splitlines())
+    verdict = judge("x", {0: [reference]}, {0: [{**student, "case": 0}]})
+    assert not verdict.correct and "numpy array of dtype" in verdict.message, verdict.message
