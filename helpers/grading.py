@@ -21,8 +21,9 @@ only the grader reads:
   parameters share storage or are one object); anything else is recorded as unsupported;
 * **what ran**: the torch functions (a ``TorchFunctionMode``) and ATen operators (a
   ``TorchDispatchMode``, which also sees TorchScript) the answer's own code called, the course's
-  functions it called (``sys.setprofile``; a course function's own internals are not counted:
-  course helpers an exercise allows are allowed at any depth), calls into libraries that hold
+  functions it reached (``sys.setprofile``; at any depth: a course function called by another
+  course function on the answer's behalf counts too, so a forbidden one cannot be reached
+  through a helper that calls it), calls into libraries that hold
   answers (:data:`THIRD_PARTY`), and markers for what cannot be seen into: another thread
   (:data:`ANOTHER_THREAD`: a thread started while the answer runs, or any Python thread the
   notebook started alive when a case begins or ends), ``torch.compile`` (:data:`COMPILED`), TorchScript
@@ -50,6 +51,7 @@ unsigned JSON line to that file, observed the same way.
 from __future__ import annotations
 
 import builtins
+import dis
 import hashlib
 import hmac
 import os
@@ -270,6 +272,7 @@ def _dependencies() -> dict:
         modules=sys.modules,
         public_secret=PUBLIC_SECRET,
         Random=random.Random,
+        get_instructions=dis.get_instructions,
         np_ndarray=numpy.ndarray,
         np_scalars=frozenset(numpy.dtype(name).type for name in NUMPY_DTYPES),
         np_asarray=numpy.asarray,
@@ -355,7 +358,6 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     # --- where a piece of code comes from -----------------------------------------------------
     own_codes = _set()  # this machinery's own code objects (and the sealed recorder's)
-    answer_callers = _set()  # the code that calls an answer (``observe`` below)
     kinds: dict = {}  # id(code) -> (code, kind, course name); the code is kept, so ids stay valid
     course_map: dict = {}  # code (compared by content) -> "helpers.module.qualname"
     course_loaded: list = [None]
@@ -560,12 +562,12 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             if kind == "ours":  # the modes' own handlers: torch has taken the mode off meanwhile
                 return
             if kind == "course":
-                caller = frame.f_back
-                # the answer itself a course function (``my_answer = helpers.x``): counted too
-                if (caller is not None and caller.f_code in answer_callers) or attributed_to_user(
-                    caller
-                ):
-                    note(name)
+                # every course function the answer's call tree reaches, whoever its immediate
+                # caller: the answer's own code, torch, or another course function (a helper
+                # that calls a forbidden one on the answer's behalf, ``checks.call(ex,
+                # helpers.alibi_bias, ...)``): an exercise that forbids a course function
+                # forbids it at any depth
+                note(name)
             elif kind == "library":
                 filename = code.co_filename
                 if filename.startswith(TORCH_GLUE):
@@ -661,8 +663,6 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         finally:
             names, problems = end()
         return result, error, names, problems
-
-    answer_callers.add(observe.__code__)
 
     # --- plain data ---------------------------------------------------------------------------
     def number(x):
@@ -845,6 +845,42 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             digest(_dict(kwargs), h, 0, _set())
         return h.hexdigest()[:32]
 
+    _instructions = d["get_instructions"]
+    VARARGS, VARKEYWORDS = 0x04, 0x08  # inspect.CO_VARARGS, CO_VARKEYWORDS
+
+    def reads_inputs_again(code):
+        """Whether a hidden test's wrapper (``code``) may read an input after the answer it
+        calls has run: it loads one of its parameters more than once, or a nested function
+        keeps one (a wrapper that passes each input on once, ``lambda *a: f(*a)``, does not)."""
+        flags = code.co_flags
+        count = code.co_argcount + code.co_kwonlyargcount
+        count += (1 if flags & VARARGS else 0) + (1 if flags & VARKEYWORDS else 0)
+        params = _set(code.co_varnames[:count])
+        if _any(name in params for name in code.co_cellvars):
+            return True
+        loads: dict = {}
+        for ins in _instructions(code):
+            if ins.opname.startswith("LOAD_FAST"):
+                names = ins.argval if _type(ins.argval) is _tuple else (ins.argval,)
+                for name in names:
+                    if name in params:
+                        loads[name] = loads.get(name, 0) + 1
+                        if loads[name] > 1:
+                            return True
+        return False
+
+    def inputs_after(answer, args, kwargs, before, wrapper):
+        """The inputs' digest after a hidden test's own wrapper ran, when the answer it called
+        changed them in place and the wrapper may read them again (what it records may then be
+        computed from inputs the answer chose); else None. An answer the hidden test calls
+        directly may change its inputs: what is recorded is what it returned."""
+        if not wrapper or _type(answer) is not FUNCTION:
+            return None
+        after = fingerprint(args, kwargs)
+        if after == before or not reads_inputs_again(answer.__code__):
+            return None
+        return after
+
     def active():
         return state["depth"] > 0
 
@@ -866,7 +902,8 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     add_codes(refresh_course_map, kind_of, attributed_to_user, note, problem, intact, same_vars, check,
               on_event, profile, thread_profile, begin, end, observe, number, tensor_data, tensor,
-              array, module, plain, code_digest, digest, fingerprint, active, to_json, add_codes, fm_method,
+              array, module, plain, code_digest, digest, fingerprint, reads_inputs_again,
+              inputs_after, active, to_json, add_codes, fm_method,
               dm_method)  # fmt: skip
 
     return {
@@ -875,6 +912,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         "end": end,
         "plain": plain,
         "fingerprint": fingerprint,
+        "inputs_after": inputs_after,
         "to_json": to_json,
         "add_codes": add_codes,
         "kind_of": kind_of,
@@ -946,18 +984,26 @@ def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
         except Exception:  # noqa: BLE001 - outside grading a failing answer changes nothing
             pass
         return None
-    entry = _case_entry(_PLAIN, str(exercise), case, answer, args, kwargs)
+    caller = sys._getframe(1).f_code.co_filename
+    code = getattr(answer, "__code__", None) if type(answer) is type(record) else None
+    wrapper = code is not None and code.co_filename == caller  # defined beside the record call
+    entry = _case_entry(_PLAIN, str(exercise), case, answer, args, kwargs, wrapper)
     with open(log, "a", encoding="utf-8") as f:
         f.write(_PLAIN["to_json"](entry) + "\n")
     return None
 
 
-def _case_entry(machinery, exercise, case, answer, args, kwargs) -> dict:
+def _case_entry(machinery, exercise, case, answer, args, kwargs, wrapper=False) -> dict:
     """One case: the inputs' fingerprint, then the answer observed, as plain data (what
-    ``record`` writes to a developer's log; the sealed recorder builds the same)."""
+    ``record`` writes to a developer's log; the sealed recorder builds the same). ``wrapper``:
+    the answer is the hidden test's own function (defined in the cell that records), which may
+    read its inputs again after the student's code it calls has run."""
     inputs = machinery["fingerprint"](args, kwargs)
     result, error, calls, problems = machinery["observe"](answer, args, kwargs)
     entry = {"kind": "case", "exercise": exercise, "case": case, "inputs": inputs, "calls": calls}
+    after = machinery["inputs_after"](answer, args, kwargs, inputs, wrapper)
+    if after is not None:
+        entry["inputs_after"] = after
     if problems:
         entry["problems"] = problems
     if error is not None:
@@ -999,6 +1045,8 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     CODE = _type((lambda: 0).__code__)
     _lock = d["allocate_lock"]()
     observe, plain, fingerprint, to_json = m["observe"], m["plain"], m["fingerprint"], m["to_json"]
+    inputs_after = m["inputs_after"]
+    FUNCTION = _type(lambda: 0)
     kind_of, add_codes, note, active = m["kind_of"], m["add_codes"], m["note"], m["active"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
 
@@ -1140,6 +1188,14 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         if (before or other_threads()) and ANOTHER not in calls:
             calls.append(ANOTHER)
         entry["calls"] = calls
+        # the hidden tests' own wrapper (its code is theirs): it may read its inputs again
+        wrapper = _type(answer) is FUNCTION and answer.__code__ in trusted_codes()
+        try:
+            after = inputs_after(answer, args, kwargs, entry["inputs"], wrapper)
+        except _Exception as e:
+            after = "unreadable: " + _type(e).__name__
+        if after is not None:
+            entry["inputs_after"] = after
         if problems:
             entry["problems"] = problems
         if error is not None:

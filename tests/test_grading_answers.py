@@ -188,3 +188,102 @@ def test_a_numpy_answer_that_is_not_a_number_array_is_refused_with_its_dtype(tmp
     reference, student = (json.loads(line) for line in log.read_text().splitlines())
     verdict = judge("x", {0: [reference]}, {0: [{**student, "case": 0}]})
     assert not verdict.correct and "numpy array of dtype" in verdict.message, verdict.message
+
+
+# ---- a forbidden course function reached through another course helper ------------------------
+def _through_a_course_helper(forbidden_helper):
+    """An answer that has a course helper call ``forbidden_helper`` for it: the lesson's
+    ``checks`` module re-exports ``call`` (helpers.checks._core), which calls any function."""
+    return lambda n_heads, n: position_checks.call(
+        "any", forbidden_helper, n_heads, n, dtype=torch.float64
+    )
+
+
+def test_a_forbidden_function_a_course_helper_calls_for_the_answer_is_refused(
+    tmp_path, monkeypatch
+):
+    verdict, answer, student = _graded(
+        "04b_position_inside_attention.ipynb", "l4b_ex2", "alibi_bias_for",
+        lambda solution: _through_a_course_helper(helpers.alibi_bias), tmp_path, monkeypatch,
+    )  # fmt: skip
+    assert "helpers.positional.alibi_bias" in student[0][0]["calls"]
+    assert not verdict.correct and "forbids" in verdict.message, verdict.message
+    assert not _check_says(position_checks.check_alibi_bias, answer)
+
+
+def test_an_honest_answer_called_through_a_course_helper_keeps_its_points(tmp_path, monkeypatch):
+    def through_call(solution):
+        return lambda n_heads, n: position_checks.call("any", solution, n_heads, n)
+
+    verdict, answer, student = _graded(
+        "04b_position_inside_attention.ipynb", "l4b_ex2", "alibi_bias_for", through_call,
+        tmp_path, monkeypatch,
+    )  # fmt: skip
+    assert verdict.correct, verdict.message
+    assert _check_says(position_checks.check_alibi_bias, answer)
+
+
+# ---- an answer that changes the hidden test's inputs in place ----------------------------------
+def _sets_the_logits_to_its_answer(solution):
+    """l9_ex1's hidden test grades the top probability of softmax(z / T) at the answer's T,
+    computed from z after the answer returns: this answer writes into z a vector whose top
+    probability at T = 1 is q, and returns 1."""
+
+    def temperature_for(logits, q):
+        rest = (1 - q) / (logits.numel() - 1)
+        with torch.no_grad():
+            logits.fill_(math.log(rest))
+            logits[0] = math.log(q)
+        return 1.0
+
+    return temperature_for
+
+
+def test_an_answer_that_rewrites_the_inputs_the_hidden_test_reads_again_loses_its_points(
+    tmp_path, monkeypatch
+):
+    verdict, answer, student = _graded(
+        "09_the_full_model.ipynb", "l9_ex1", "temperature_for", _sets_the_logits_to_its_answer,
+        tmp_path, monkeypatch,
+    )  # fmt: skip
+    assert not verdict.correct and "in place" in verdict.message, verdict.message
+    assert not _check_says(generation_checks.check_temperature_for, answer)
+
+
+def test_an_in_place_free_answer_keeps_its_points_where_the_hidden_test_reads_its_inputs_again(
+    tmp_path, monkeypatch
+):
+    verdict, answer, student = _graded(
+        "09_the_full_model.ipynb", "l9_ex1", "temperature_for", lambda solution: solution,
+        tmp_path, monkeypatch,
+    )  # fmt: skip
+    assert verdict.correct, verdict.message
+    assert "inputs_after" not in student[0][0]
+
+
+def test_an_answer_that_changes_its_inputs_where_nothing_reads_them_again_keeps_its_points(
+    tmp_path, monkeypatch
+):
+    """An honest in-place answer: lesson 5's exercise 1 called directly by the hidden test (what
+    is recorded is what it returned), lesson 6's exercise 1 through a wrapper that passes each
+    input on once."""
+
+    def in_place_prediction(solution):
+        def predict_layer_norm(out, a, b, gamma, beta):
+            return out.sub_(beta).mul_(torch.sign(a)).add_(beta)  # out itself, changed
+
+        return predict_layer_norm
+
+    def in_place_collapse(solution):
+        def collapse(w1, b1, w2, b2):
+            return w1 @ w2, b2.add_(b1 @ w2)  # b2 itself, changed
+
+        return collapse
+
+    for notebook, exercise, name, variant in (
+        ("05_residuals_and_layer_norm.ipynb", "l5_ex1", "predict_layer_norm", in_place_prediction),
+        ("06_feed_forward.ipynb", "l6_ex1", "collapse", in_place_collapse),
+    ):
+        verdict, _, student = _graded(notebook, exercise, name, variant, tmp_path, monkeypatch)
+        assert verdict.correct, (exercise, verdict.message)
+        assert all("inputs_after" not in entries[0] for entries in student.values())
