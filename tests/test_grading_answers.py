@@ -287,3 +287,64 @@ def test_an_answer_that_changes_its_inputs_where_nothing_reads_them_again_keeps_
         verdict, _, student = _graded(notebook, exercise, name, variant, tmp_path, monkeypatch)
         assert verdict.correct, (exercise, verdict.message)
         assert all("inputs_after" not in entries[0] for entries in student.values())
+
+
+# ---- the same, in the sealed recorder the grading kernel uses ----------------------------------
+SEALED = r'''
+import ast, json, os, sys
+import numpy as np
+import torch
+import helpers
+from helpers import grading
+from helpers.checks import position as checks
+
+HIDDEN = """
+from helpers.grading import record as _record
+
+
+def _top_at(z, q):
+    return float(torch.softmax(z / temperature_for(z, q), dim=-1).max())
+
+
+def _passes_on(z, q):
+    return temperature_for(z.clone(), q)
+
+
+_record("reread", _top_at, torch.arange(5, dtype=torch.float64), 0.5)
+_record("passed_on", _passes_on, torch.arange(5, dtype=torch.float64), 0.5)
+_record("direct", temperature_for, torch.arange(5, dtype=torch.float64), 0.5)
+_record("numpy", lambda: np.arange(3.0, dtype=np.float32))
+_record("through_a_helper", lambda h, n: checks.call("any", helpers.alibi_bias, h, n), 4, 3)
+"""
+STUDENT = """
+def temperature_for(logits, q):
+    logits.zero_()
+    return 1.0
+"""
+read, write = os.pipe()
+config = {"key": "00" * 32, "public": True, "seeds": {}, "hidden": [HIDDEN]}
+grading._seal(config, write)
+ns = {"__name__": "__main__", "torch": torch, "np": np, "helpers": helpers, "checks": checks}
+for source in (STUDENT, HIDDEN):  # as IPython runs a cell: one top-level statement at a time
+    for node in ast.parse(source).body:
+        exec(compile(ast.Module([node], []), "<cell>", "exec"), ns)
+os.close(write)
+lines = os.read(read, 1 << 20).decode().splitlines()
+print(json.dumps([json.loads(line.split(" ", 1)[1]) for line in lines]))
+'''
+
+
+def test_the_sealed_recorder_records_numpy_changed_inputs_and_course_calls_at_depth():
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", SEALED], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    entries = {e["exercise"]: e for e in json.loads(out.stdout) if e["kind"] == "case"}
+    assert not [e for e in json.loads(out.stdout) if e["kind"] != "case"]  # no flag
+    assert "inputs_after" in entries["reread"]  # the wrapper reads z again after the answer
+    assert "inputs_after" not in entries["passed_on"]  # it passed a copy
+    assert "inputs_after" not in entries["direct"]  # recorded: what the answer returned
+    assert entries["numpy"]["value"] == plain(torch.arange(3.0))
+    assert "helpers.positional.alibi_bias" in entries["through_a_helper"]["calls"]
