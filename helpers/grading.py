@@ -566,8 +566,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                 # caller: the answer's own code, torch, or another course function (a helper
                 # that calls a forbidden one on the answer's behalf, ``checks.call(ex,
                 # helpers.alibi_bias, ...)``): an exercise that forbids a course function
-                # forbids it at any depth
-                note(name)
+                # forbids it at any depth (a module's own code, run by an import, only when the
+                # answer's code imported it: what else imports it is no part of the answer)
+                if code.co_name != "<module>" or attributed_to_user(frame.f_back):
+                    note(name)
             elif kind == "library":
                 filename = code.co_filename
                 if filename.startswith(TORCH_GLUE):
