@@ -18,7 +18,8 @@ only the grader reads:
 * **what came back**, converted to plain data: ``None``, ``bool``, ``int``, ``float``, ``str``
   (exact types), ``list``/``tuple``/``dict`` of those, an exact ``torch.Tensor`` (its dtype, shape
   and values) and an ``nn.Module`` (its class name, each parameter's name, shape, values and which
-  parameters share storage or are one object); anything else is recorded as unsupported;
+  parameters share storage or are one object), a numpy array or scalar as the tensor
+  ``torch.from_numpy`` gives (:data:`NUMPY_DTYPES`); anything else is recorded as unsupported;
 * **what ran**: the torch functions (a ``TorchFunctionMode``) and ATen operators (a
   ``TorchDispatchMode``, which also sees TorchScript) the answer's own code called, the course's
   functions it reached (``sys.setprofile``; at any depth: a course function called by another
@@ -30,7 +31,10 @@ only the grader reads:
   (:data:`TORCHSCRIPT`);
 * **the inputs**, as a digest (:func:`fingerprint`) taken before the answer runs: a hidden case
   whose inputs differ from the instructor's run (a class or function the hidden test uses was
-  replaced) scores 0;
+  replaced) scores 0; and, when the answer is the hidden test's own wrapper, which may read its
+  inputs again after the student's code it calls changed them in place, their digest after the
+  call (``inputs_after``: the grader refuses the case unless the instructor's run changed them
+  the same way);
 * **tampering**: an audit hook (``sys.addaudithook``: it cannot be removed) reports the notebook's
   code reaching for frames, code objects, the profiler, the garbage collector, ``ctypes``, the
   channel itself or a child process, and the observers are re-checked whenever the answer's code
