@@ -127,6 +127,8 @@ NUMPY_EXERCISES = [
      residual_checks.check_layer_norm_prediction),
     ("05_residuals_and_layer_norm.ipynb", "l5_ex2", "fixed_pre_norm",
      residual_checks.check_fixed_pre_norm),
+    ("05b_rmsnorm_and_depth.ipynb", "l5b_ex1", "rms_from_layer_norm",
+     residual_checks.check_rms_from_layer_norm),
     ("09_the_full_model.ipynb", "l9_ex3", "top_p_filter", generation_checks.check_top_p_filter),
 ]  # fmt: skip
 
@@ -135,13 +137,25 @@ NUMPY_EXERCISES = [
 def test_a_numpy_answer_the_check_accepts_gets_full_marks(
     notebook, exercise, name, check, tmp_path, monkeypatch
 ):
-    for dtype in (None, np.float32):
-        verdict, answer, student = _graded(
-            notebook, exercise, name, lambda s, dtype=dtype: _as_numpy(s, dtype), tmp_path,
-            monkeypatch,
-        )  # fmt: skip
-        assert _check_says(check, answer), (exercise, dtype)
-        assert verdict.correct, (exercise, dtype, verdict.message, student[0][0].get("value"))
+    verdict, answer, student = _graded(notebook, exercise, name, _as_numpy, tmp_path, monkeypatch)
+    assert _check_says(check, answer), exercise
+    assert verdict.correct, (exercise, verdict.message, student[0][0].get("value"))
+
+
+@pytest.mark.parametrize(("notebook", "exercise", "name", "check"), NUMPY_EXERCISES)
+def test_a_float32_numpy_answer_is_judged_as_the_float32_tensor_is(
+    notebook, exercise, name, check, tmp_path, monkeypatch
+):
+    """In float32 the check and the grade judge a numpy answer as they judge the same tensor
+    (05b's check asks for the input's dtype, which its grade does not: not numpy's doing)."""
+    as_array = _graded(
+        notebook, exercise, name, lambda s: _as_numpy(s, np.float32), tmp_path, monkeypatch
+    )
+    as_tensor = _graded(
+        notebook, exercise, name, lambda s: lambda *a: s(*a).float(), tmp_path, monkeypatch
+    )
+    assert as_array[0].correct == as_tensor[0].correct, (as_array[0], as_tensor[0])
+    assert _check_says(check, as_array[1]) == _check_says(check, as_tensor[1]), exercise
 
 
 @pytest.mark.parametrize(("notebook", "exercise", "name", "check"), NUMPY_EXERCISES)
