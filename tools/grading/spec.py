@@ -48,6 +48,14 @@ _COURSE_NORMS = tuple(
 )
 
 #: Exercises that differ from the default, by the solution cell's grade_id.
+#:
+#: A forbidden course function counts wherever the answer's call tree reaches it
+#: (helpers.grading records course functions at any depth): a helper that calls it for the
+#: answer does not launder it. Checked that no honest route passes through such a helper: the
+#: callers of apply_rotary/rotation_matrix and alibi_bias/alibi_slopes (l4b_ex1, l4b_ex2) are
+#: attention, generation's cache and the position widget; of RMSNorm (l5b_ex1), make_norm and the
+#: blocks and models built with norm="rms"; of generate/_cached_logits (l9_ex2), generate_text,
+#: model.generate and the generation widget, none of which a greedy loop over model(ids) calls.
 SPECS: dict[str, Spec] = {
     # lesson 4 (core): ex 1 a pair index, ex 2 an offset (whole numbers, compared exactly), ex 3
     # a probe's verdicts (bools): the defaults. Its companion 04b: ex 1 and 2 (C4.8) write rotary

@@ -253,6 +253,13 @@ def _judge(exercise, reference, student, flags, broken_at) -> Verdict:
                 "(something in the notebook replaced a function, class or default the hidden "
                 "test uses)",
             )
+        if got.get("inputs_after") != want.get("inputs_after"):
+            return Verdict(
+                exercise,
+                False,
+                f"hidden case {case + 1}: the answer changed the inputs it was given (in place), "
+                "which the hidden test reads again after calling it: work on a copy",
+            )
         problems = got.get("problems") or []
         if problems:
             return Verdict(exercise, False, f"hidden case {case + 1}: {problems[0]}")
