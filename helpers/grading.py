@@ -18,18 +18,23 @@ only the grader reads:
 * **what came back**, converted to plain data: ``None``, ``bool``, ``int``, ``float``, ``str``
   (exact types), ``list``/``tuple``/``dict`` of those, an exact ``torch.Tensor`` (its dtype, shape
   and values) and an ``nn.Module`` (its class name, each parameter's name, shape, values and which
-  parameters share storage or are one object); anything else is recorded as unsupported;
+  parameters share storage or are one object), a numpy array or scalar as the tensor
+  ``torch.from_numpy`` gives (:data:`NUMPY_DTYPES`); anything else is recorded as unsupported;
 * **what ran**: the torch functions (a ``TorchFunctionMode``) and ATen operators (a
   ``TorchDispatchMode``, which also sees TorchScript) the answer's own code called, the course's
-  functions it called (``sys.setprofile``; a course function's own internals are not counted:
-  course helpers an exercise allows are allowed at any depth), calls into libraries that hold
+  functions it reached (``sys.setprofile``; at any depth: a course function called by another
+  course function on the answer's behalf counts too, so a forbidden one cannot be reached
+  through a helper that calls it), calls into libraries that hold
   answers (:data:`THIRD_PARTY`), and markers for what cannot be seen into: another thread
   (:data:`ANOTHER_THREAD`: a thread started while the answer runs, or any Python thread the
   notebook started alive when a case begins or ends), ``torch.compile`` (:data:`COMPILED`), TorchScript
   (:data:`TORCHSCRIPT`);
 * **the inputs**, as a digest (:func:`fingerprint`) taken before the answer runs: a hidden case
   whose inputs differ from the instructor's run (a class or function the hidden test uses was
-  replaced) scores 0;
+  replaced) scores 0; and, when the answer is the hidden test's own wrapper, which may read its
+  inputs again after the student's code it calls changed them in place, their digest after the
+  call (``inputs_after``: the grader refuses the case unless the instructor's run changed them
+  the same way);
 * **tampering**: an audit hook (``sys.addaudithook``: it cannot be removed) reports the notebook's
   code reaching for frames, code objects, the profiler, the garbage collector, ``ctypes``, the
   channel itself or a child process, and the observers are re-checked whenever the answer's code
@@ -50,6 +55,7 @@ unsigned JSON line to that file, observed the same way.
 from __future__ import annotations
 
 import builtins
+import dis
 import hashlib
 import hmac
 import os
@@ -58,6 +64,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+import numpy
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
@@ -77,6 +84,7 @@ __all__ = [
     "COMPILED",
     "TORCHSCRIPT",
     "PUBLIC_SECRET",
+    "NUMPY_DTYPES",
 ]
 
 #: What an answer's call of these libraries is recorded as: a module prefix. No exercise needs
@@ -95,6 +103,28 @@ TORCHSCRIPT = "<TorchScript>"
 #: The key of the hidden cases when the instructor has set no secret (continuous integration,
 #: the committed notebooks): public, so their inputs are public too.
 PUBLIC_SECRET = b"transformer-block-course: public hidden cases"
+#: The numpy dtypes an answer may return (exact ``numpy.ndarray``, or a numpy scalar of one of
+#: them): those ``torch.from_numpy`` takes, which is how the visible checks read a numpy answer
+#: (helpers.checks._core.as_tensor). Recorded as the tensor ``torch.from_numpy`` would give (its
+#: torch dtype, shape and values), so graded exactly as that tensor: a numpy scalar as a 0-d
+#: tensor, complex values as complex tensors' (unsupported). Any other dtype (object, strings,
+#: dates, long double) and subclasses of ndarray (np.matrix, masked arrays) are unsupported.
+NUMPY_DTYPES = {
+    "bool": "torch.bool",
+    "int8": "torch.int8",
+    "int16": "torch.int16",
+    "int32": "torch.int32",
+    "int64": "torch.int64",
+    "uint8": "torch.uint8",
+    "uint16": "torch.uint16",
+    "uint32": "torch.uint32",
+    "uint64": "torch.uint64",
+    "float16": "torch.float16",
+    "float32": "torch.float32",
+    "float64": "torch.float64",
+    "complex64": "torch.complex64",
+    "complex128": "torch.complex128",
+}
 
 _HELPERS = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _cases: dict[str, int] = {}  # case numbers per exercise (outside the sealed recorder)
@@ -241,10 +271,20 @@ def _dependencies() -> dict:
         stdlib_dir=os.path.dirname(os.__file__) + os.sep,
         this_module=__name__,
         third_party=THIRD_PARTY,
+        numpy_dtypes=dict(NUMPY_DTYPES),
         markers=(ANOTHER_THREAD, COMPILED, TORCHSCRIPT),
         modules=sys.modules,
         public_secret=PUBLIC_SECRET,
         Random=random.Random,
+        get_instructions=dis.get_instructions,
+        np_ndarray=numpy.ndarray,
+        np_scalars=frozenset(numpy.dtype(name).type for name in NUMPY_DTYPES),
+        np_asarray=numpy.asarray,
+        np_astype=numpy.ndarray.astype,
+        np_ravel=numpy.ndarray.ravel,
+        np_tolist=numpy.ndarray.tolist,
+        np_dtype=numpy.ndarray.__dict__["dtype"].__get__,
+        np_float64=numpy.float64,
     )
     return deps
 
@@ -284,6 +324,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
     THIS, THIRD = d["this_module"], d["third_party"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
     _modules = d["modules"]
+    NDARRAY, NP_SCALARS, _asarray = d["np_ndarray"], d["np_scalars"], d["np_asarray"]
+    _np_astype, _np_ravel, _np_tolist = d["np_astype"], d["np_ravel"], d["np_tolist"]
+    _np_dtype, _np_float64 = d["np_dtype"], d["np_float64"]
+    NUMPY_TORCH = _dict(d["numpy_dtypes"])
     STARTERS = _tuple(f for f in d["thread_starters"] if f is not None)
     _thread_count = d["thread_count"]
     DYNAMO = TORCH + "_dynamo/"
@@ -318,7 +362,6 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     # --- where a piece of code comes from -----------------------------------------------------
     own_codes = _set()  # this machinery's own code objects (and the sealed recorder's)
-    answer_callers = _set()  # the code that calls an answer (``observe`` below)
     kinds: dict = {}  # id(code) -> (code, kind, course name); the code is kept, so ids stay valid
     course_map: dict = {}  # code (compared by content) -> "helpers.module.qualname"
     course_loaded: list = [None]
@@ -523,11 +566,13 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             if kind == "ours":  # the modes' own handlers: torch has taken the mode off meanwhile
                 return
             if kind == "course":
-                caller = frame.f_back
-                # the answer itself a course function (``my_answer = helpers.x``): counted too
-                if (caller is not None and caller.f_code in answer_callers) or attributed_to_user(
-                    caller
-                ):
+                # every course function the answer's call tree reaches, whoever its immediate
+                # caller: the answer's own code, torch, or another course function (a helper
+                # that calls a forbidden one on the answer's behalf, ``checks.call(ex,
+                # helpers.alibi_bias, ...)``): an exercise that forbids a course function
+                # forbids it at any depth (a module's own code, run by an import, only when the
+                # answer's code imported it: what else imports it is no part of the answer)
+                if code.co_name != "<module>" or attributed_to_user(frame.f_back):
                     note(name)
             elif kind == "library":
                 filename = code.co_filename
@@ -625,8 +670,6 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             names, problems = end()
         return result, error, names, problems
 
-    answer_callers.add(observe.__code__)
-
     # --- plain data ---------------------------------------------------------------------------
     def number(x):
         return x if x - x == 0 else {"float": _float_repr(x)}  # NaN and infinities as text
@@ -643,6 +686,21 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         return {
             "tensor": {"dtype": _str(_dtype(t)), "shape": _list(_shape(t)), "data": tensor_data(t)}
         }
+
+    def array(a):
+        """An exact numpy array as the tensor torch.from_numpy would give (NUMPY_DTYPES)."""
+        dtype = _np_dtype(a)
+        name = NUMPY_TORCH.get(dtype.name) if _type(dtype.name) is _str else None
+        if name is None:
+            return {"unsupported": "numpy array of dtype " + _str(dtype.name)}
+        flat = _np_ravel(a)
+        if dtype.kind == "c":
+            data = [{"unsupported": "complex"}]
+        elif dtype.kind == "f":
+            data = [number(v) for v in _np_tolist(_np_astype(flat, _np_float64))]
+        else:
+            data = _np_tolist(flat)
+        return {"tensor": {"dtype": name, "shape": [_int(n) for n in a.shape], "data": data}}
 
     def module(m):
         storages, objects, params = {}, {}, []
@@ -676,6 +734,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                 return {k: plain(v, depth + 1) for k, v in _list(x.items())}
             if _isinstance(x, Module):
                 return module(x)
+            if kind is NDARRAY:
+                return array(x)
+            if kind in NP_SCALARS:  # as the 0-d tensor torch.from_numpy(numpy.asarray(x)) is
+                return array(_asarray(x))
         return {"unsupported": kind.__name__}
 
     # --- fingerprints of the inputs -------------------------------------------------------------
@@ -789,6 +851,42 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
             digest(_dict(kwargs), h, 0, _set())
         return h.hexdigest()[:32]
 
+    _instructions = d["get_instructions"]
+    VARARGS, VARKEYWORDS = 0x04, 0x08  # inspect.CO_VARARGS, CO_VARKEYWORDS
+
+    def reads_inputs_again(code):
+        """Whether a hidden test's wrapper (``code``) may read an input after the answer it
+        calls has run: it loads one of its parameters more than once, or a nested function
+        keeps one (a wrapper that passes each input on once, ``lambda *a: f(*a)``, does not)."""
+        flags = code.co_flags
+        count = code.co_argcount + code.co_kwonlyargcount
+        count += (1 if flags & VARARGS else 0) + (1 if flags & VARKEYWORDS else 0)
+        params = _set(code.co_varnames[:count])
+        if _any(name in params for name in code.co_cellvars):
+            return True
+        loads: dict = {}
+        for ins in _instructions(code):
+            if ins.opname.startswith("LOAD_FAST"):
+                names = ins.argval if _type(ins.argval) is _tuple else (ins.argval,)
+                for name in names:
+                    if name in params:
+                        loads[name] = loads.get(name, 0) + 1
+                        if loads[name] > 1:
+                            return True
+        return False
+
+    def inputs_after(answer, args, kwargs, before, wrapper):
+        """The inputs' digest after a hidden test's own wrapper ran, when the answer it called
+        changed them in place and the wrapper may read them again (what it records may then be
+        computed from inputs the answer chose); else None. An answer the hidden test calls
+        directly may change its inputs: what is recorded is what it returned."""
+        if not wrapper or _type(answer) is not FUNCTION:
+            return None
+        after = fingerprint(args, kwargs)
+        if after == before or not reads_inputs_again(answer.__code__):
+            return None
+        return after
+
     def active():
         return state["depth"] > 0
 
@@ -810,7 +908,8 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
 
     add_codes(refresh_course_map, kind_of, attributed_to_user, note, problem, intact, same_vars, check,
               on_event, profile, thread_profile, begin, end, observe, number, tensor_data, tensor,
-              module, plain, code_digest, digest, fingerprint, active, to_json, add_codes, fm_method,
+              array, module, plain, code_digest, digest, fingerprint, reads_inputs_again,
+              inputs_after, active, to_json, add_codes, fm_method,
               dm_method)  # fmt: skip
 
     return {
@@ -819,6 +918,7 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
         "end": end,
         "plain": plain,
         "fingerprint": fingerprint,
+        "inputs_after": inputs_after,
         "to_json": to_json,
         "add_codes": add_codes,
         "kind_of": kind_of,
@@ -890,18 +990,26 @@ def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
         except Exception:  # noqa: BLE001 - outside grading a failing answer changes nothing
             pass
         return None
-    entry = _case_entry(_PLAIN, str(exercise), case, answer, args, kwargs)
+    caller = sys._getframe(1).f_code.co_filename
+    code = getattr(answer, "__code__", None) if type(answer) is type(record) else None
+    wrapper = code is not None and code.co_filename == caller  # defined beside the record call
+    entry = _case_entry(_PLAIN, str(exercise), case, answer, args, kwargs, wrapper)
     with open(log, "a", encoding="utf-8") as f:
         f.write(_PLAIN["to_json"](entry) + "\n")
     return None
 
 
-def _case_entry(machinery, exercise, case, answer, args, kwargs) -> dict:
+def _case_entry(machinery, exercise, case, answer, args, kwargs, wrapper=False) -> dict:
     """One case: the inputs' fingerprint, then the answer observed, as plain data (what
-    ``record`` writes to a developer's log; the sealed recorder builds the same)."""
+    ``record`` writes to a developer's log; the sealed recorder builds the same). ``wrapper``:
+    the answer is the hidden test's own function (defined in the cell that records), which may
+    read its inputs again after the student's code it calls has run."""
     inputs = machinery["fingerprint"](args, kwargs)
     result, error, calls, problems = machinery["observe"](answer, args, kwargs)
     entry = {"kind": "case", "exercise": exercise, "case": case, "inputs": inputs, "calls": calls}
+    after = machinery["inputs_after"](answer, args, kwargs, inputs, wrapper)
+    if after is not None:
+        entry["inputs_after"] = after
     if problems:
         entry["problems"] = problems
     if error is not None:
@@ -943,6 +1051,8 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     CODE = _type((lambda: 0).__code__)
     _lock = d["allocate_lock"]()
     observe, plain, fingerprint, to_json = m["observe"], m["plain"], m["fingerprint"], m["to_json"]
+    inputs_after = m["inputs_after"]
+    FUNCTION = _type(lambda: 0)
     kind_of, add_codes, note, active = m["kind_of"], m["add_codes"], m["note"], m["active"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
 
@@ -1084,6 +1194,14 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         if (before or other_threads()) and ANOTHER not in calls:
             calls.append(ANOTHER)
         entry["calls"] = calls
+        # the hidden tests' own wrapper (its code is theirs): it may read its inputs again
+        wrapper = _type(answer) is FUNCTION and answer.__code__ in trusted_codes()
+        try:
+            after = inputs_after(answer, args, kwargs, entry["inputs"], wrapper)
+        except _Exception as e:
+            after = "unreadable: " + _type(e).__name__
+        if after is not None:
+            entry["inputs_after"] = after
         if problems:
             entry["problems"] = problems
         if error is not None:

@@ -187,9 +187,12 @@ def _rotary_positions(positions, n: int, device) -> torch.Tensor:
 
 
 def apply_rotary(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:
-    """Lesson 4 (C4.8). Rotary position (RoPE, Su et al. 2021): the row of ``x`` at position p
-    becomes ``R_p x_p``, lesson 4's rotation (:func:`rotation_matrix`), so that for a query q at
-    position p and a key k at position j::
+    """Lesson 4 (C4.8). Rotary position after Su et al. 2021 (RoPE), turned the other way: the row
+    of ``x`` at position p becomes ``R_p x_p``, lesson 4's rotation (:func:`rotation_matrix`),
+    whose 2x2 blocks are the **transpose** of RoFormer's (and Hugging Face's Llama's) block
+    [[cos, -sin], [sin, cos]] of the angle ``pos * w_i`` (lesson 4b). The scores depend on the
+    offset either way; only the sign of the offset in them flips. For a query q at position p and a
+    key k at position j::
 
         (R_p q)·(R_j k) = q·R_p^T R_j k = q·R_(j-p) k        depends only on j - p
 
@@ -203,7 +206,7 @@ def apply_rotary(x: torch.Tensor, positions=None, base: float = 10000.0) -> torc
     1-D tensor [n] (integer or float), by default 0..n-1. Nothing is learned and nothing is added
     to the embeddings: position only enters the scores q·k. Angles are computed in float64, the
     result has the dtype of ``x``. (Hugging Face's Llama pairs columns (i, i + d/2) instead and
-    turns them the other way; the tests match the two layouts.)
+    turns them RoFormer's way, the transpose of these blocks; the tests match the two layouts.)
     """
     check.tensor("x", x, layout="[..., n, d]")
     if x.dim() < 2:

@@ -15,11 +15,16 @@ Every run has the same size, steps and held-out text; seed s gives every choice 
 in the same order and the same initial draws where the shapes agree (:class:`helpers.pretrain.
 Pretraining`). Within a factor each choice is compared with the factor's first choice by the
 paired differences of their final held-out losses, seed by seed, and judged by
-:func:`helpers.paired.decide` (all of one sign, mean beyond 2 standard errors; its false-alarm
-rate :func:`helpers.paired.null_rate`). The **A/A runs** train the base model again with the same
-batches (seed s) and another initial draw (``init_seed = 1000 m + s`` for the m-th comparison):
-what differs between two choices under one seed, with no choice changed. The rule applied to them
-(:meth:`SideBySide.aa_rate`) measures its false-alarm rate on this task.
+:func:`helpers.paired.decide` (a paired t-test on the mean difference) in two looks declared before
+the follow-up ran: at the grid's seeds, and for a row undecided there, once more with the
+follow-up seeds added (:meth:`SideBySide.with_followup`), each look at
+:data:`helpers.paired.TWO_LOOK_LEVEL` so that the two together fire about 5% of the time when a
+choice changes nothing. The **A/A runs** train the base model again with the same batches (seed s)
+and another initial draw (``init_seed = 1000 m + s`` for the m-th repeat): what differs between
+two choices under one seed, with no choice changed. They are compared in disjoint pairs (the base
+with repeat 1, repeat 2 with repeat 3, ...; no run in two comparisons), and the rule applied to
+them (:meth:`SideBySide.aa_rate`) measures its false-alarm rate on this task; their spread sets
+the smallest difference the grid detects at 80% power (:meth:`SideBySide.detectable`).
 
 ``tools/side_by_side.py`` runs the full grid and ships it as ``helpers/data/side_by_side.json``
 (settings, per-seed curves and finals, the A/A runs, and the rule's summary: paired differences,
@@ -33,7 +38,22 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from . import _validate as check
-from .paired import MIN_SEEDS, AARate, Verdict, aa_rate, decide, null_rate, paired_differences
+from .paired import (
+    MIN_SEEDS,
+    TWO_LOOK_LEVEL,
+    AARate,
+    Verdict,
+    aa_rate,
+    chance_alarms,
+    decide,
+    detectable_difference,
+    disjoint_pairs,
+    mean_and_se,
+    null_rate,
+    paired_differences,
+    t_quantile,
+    two_look_rate,
+)
 from .positional import PositionOutOfRange
 from .pretrain import Corpus, PretrainConfig, Pretraining, _settings
 from .printing import fmt
@@ -130,9 +150,10 @@ class GridRun:
 class SideBySide:
     """Lesson 9 (C9.3). What :func:`side_by_side` trained: ``runs[(factor, choice)]`` the runs of
     one choice (one per seed; identical configurations share their runs, so the base model's
-    runs are the first choice of every sheet factor), ``aa_runs[m]`` the m-th A/A comparison's
+    runs are the first choice of every sheet factor), ``aa_runs[m]`` the m-th A/A repeat of the
     base runs (same batches, another initial draw), the settings, the steps and the baselines.
-    ``k`` is the rule's number of standard errors (:func:`helpers.paired.decide`)."""
+    ``level`` is each look's level (:func:`helpers.paired.decide`); ``followup`` the grid of the
+    follow-up seeds for rows the first look left undecided (None without one)."""
 
     base: PretrainConfig
     steps: int
@@ -144,8 +165,9 @@ class SideBySide:
     baselines: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
     cpu_seconds: float = 0.0
-    k: float = 2.0
+    level: float = TWO_LOOK_LEVEL
     val_tokens: int = 0
+    followup: SideBySide | None = None
 
     # -- the comparisons ----------------------------------------------------------------------
     def factors(self) -> list[str]:
@@ -170,23 +192,99 @@ class SideBySide:
             self.finals(factor, self.reference(factor)), self.finals(factor, choice)
         )
 
+    def more_differences(self, factor: str, choice: str) -> list[float]:
+        """The follow-up seeds' paired differences of a row (empty without a follow-up of it)."""
+        if self.followup is None or (factor, choice) not in self.followup.runs:
+            return []
+        return self.followup.differences(factor, choice)
+
     def verdict(self, factor: str, choice: str) -> Verdict | None:
-        """:func:`helpers.paired.decide` on :meth:`differences`; None for the factor's first
-        choice and with fewer than :data:`~helpers.paired.MIN_SEEDS` seeds."""
+        """The two-look rule: :func:`helpers.paired.decide` at ``level`` on :meth:`differences`;
+        if it does not fire and the row has follow-up seeds, again on all its differences
+        (:meth:`more_differences` added). None for the factor's first choice and with fewer than
+        :data:`~helpers.paired.MIN_SEEDS` seeds."""
         if choice == self.reference(factor) or len(self.seeds) < MIN_SEEDS:
             return None
-        return decide(self.differences(factor, choice), self.k)
+        first = decide(self.differences(factor, choice), self.level)
+        more = self.more_differences(factor, choice)
+        if first.decided or not more:
+            return first
+        return decide(self.differences(factor, choice) + more, self.level)
 
     def aa_differences(self) -> list[list[float]]:
-        """Each A/A comparison's paired differences against the base model's runs."""
-        base = [r.val_loss for r in self.base_runs]
-        return [paired_differences(base, [r.val_loss for r in aa]) for aa in self.aa_runs]
+        """The A/A comparisons, in disjoint pairs of repeats (the base's runs with repeat 1,
+        repeat 2 with repeat 3, ...: :func:`helpers.paired.disjoint_pairs`), so that no run
+        enters two comparisons; each a list of paired differences, one per seed."""
+        if not self.aa_runs:
+            return []
+        sets = [[r.val_loss for r in self.base_runs]]
+        sets += [[r.val_loss for r in aa] for aa in self.aa_runs]
+        return disjoint_pairs(sets)
 
     def aa_rate(self) -> AARate | None:
-        """The rule on the A/A comparisons (None without A/A runs or with too few seeds)."""
+        """The rule's first look on the disjoint A/A comparisons (None without A/A runs or with
+        too few seeds)."""
         if not self.aa_runs or len(self.seeds) < MIN_SEEDS:
             return None
-        return aa_rate(self.aa_differences(), self.k)
+        return aa_rate(self.aa_differences(), self.level)
+
+    def aa_sd(self) -> float | None:
+        """The spread of null paired differences: the root mean square of every disjoint A/A
+        comparison's differences (None without A/A runs)."""
+        flat = [d for comparison in self.aa_differences() for d in comparison]
+        return (sum(d * d for d in flat) / len(flat)) ** 0.5 if flat else None
+
+    def detectable(self) -> dict[str, float] | None:
+        """The smallest true mean difference (nats) each look detects with 80% power, given the
+        A/A spread (:meth:`aa_sd`): ``{"5": ..., "8": ...}`` keyed by the seeds of the look
+        (the second only with a follow-up). None without A/A runs or with too few seeds."""
+        sd = self.aa_sd()
+        if sd is None or len(self.seeds) < MIN_SEEDS:
+            return None
+        ns = [len(self.seeds)]
+        if self.followup is not None:
+            ns.append(len(self.seeds) + len(self.followup.seeds))
+        return {str(n): detectable_difference(n, sd, self.level) for n in ns}
+
+    def shaped_rate(self) -> float | None:
+        """The first look's false-alarm rate under a null shaped like the data: every disjoint
+        A/A difference, centred on zero and resampled (:func:`helpers.paired.null_rate` with a
+        ``sample``), skew and tails included. None without A/A runs or with too few seeds."""
+        flat = [d for c in self.aa_differences() for d in c]
+        if len(flat) < 2 or len(self.seeds) < MIN_SEEDS:
+            return None
+        return null_rate(len(self.seeds), self.level, sample=flat)
+
+    def false_alarm_rate(self) -> float | None:
+        """The rule's false-alarm rate per comparison under Gaussian noise: the level of one
+        look, or with a follow-up the two looks' together (:func:`helpers.paired.two_look_rate`).
+        None with too few seeds."""
+        n = len(self.seeds)
+        if n < MIN_SEEDS:
+            return None
+        if self.followup is None:
+            return self.level
+        return two_look_rate(n, n + len(self.followup.seeds), self.level)
+
+    def with_followup(self, other: SideBySide) -> SideBySide:
+        """This grid with ``other`` as its follow-up: the same base model and settings trained
+        under new seeds (none of this grid's) for some of this grid's rows, used by the second
+        look of :meth:`verdict` for the rows the first look leaves undecided."""
+        if not isinstance(other, SideBySide):
+            raise TypeError(f"other must be a SideBySide, got {type(other).__name__}")
+        same = (replace(self.base, seed=0), self.steps, self.long_factor, self.val_tokens) == (
+            replace(other.base, seed=0), other.steps, other.long_factor, other.val_tokens
+        )  # fmt: skip
+        if not same or set(other.seeds) & set(self.seeds) or not set(other.runs) <= set(self.runs):
+            raise ValueError(
+                "other must train the same base model and settings as this grid, under seeds "
+                f"this grid does not use (this grid's {list(self.seeds)}, other's "
+                f"{list(other.seeds)}), for rows of this grid"
+            )
+        merged = replace(self, followup=replace(other, aa_runs=[], followup=None))
+        merged.seconds = self.seconds + other.seconds
+        merged.cpu_seconds = self.cpu_seconds + other.cpu_seconds
+        return merged
 
     def with_aa(self, other: SideBySide) -> SideBySide:
         """This grid with ``other``'s A/A runs, when ``other`` trained the same base model under
@@ -214,8 +312,7 @@ class SideBySide:
     def summary(self) -> dict:
         """What the rule concluded, as data: the rule, its claimed false-alarm rate, the A/A
         count, and every comparison's paired differences, mean, SE and verdict."""
-        n = len(self.seeds)
-        claimed = null_rate(n, self.k) if n >= MIN_SEEDS else None
+        claimed = self.false_alarm_rate()
         rate = self.aa_rate()
         aa = None
         if rate is not None:
@@ -231,17 +328,26 @@ class SideBySide:
                 "choice": r["choice"],
                 "reference": self.reference(r["factor"]),
                 "differences": r["differences"],
+                "more_differences": r["more_differences"],
                 "mean_difference": r["mean_difference"],
                 "se": r["se"],
                 "verdict": r["verdict"],
+                "verdict_seeds": r["verdict_seeds"],
             }
             for r in self.table()
             if r["differences"] is not None
         ]
+        chance = None
+        if claimed is not None and comparisons:
+            chance = list(chance_alarms(len(comparisons), claimed))
         return {
             "rule": rule_summary(self),
             "claimed_rate": claimed,
             "aa": aa,
+            "aa_sd": self.aa_sd(),
+            "shaped_rate": self.shaped_rate(),
+            "detectable": self.detectable(),
+            "chance_alarms": chance,
             "comparisons": comparisons,
         }
 
@@ -251,7 +357,9 @@ class SideBySide:
         ``finals`` (one per seed), ``mean`` and ``spread`` (max - min over the seeds) of the final
         held-out loss; ``differences`` (seed by seed, minus the factor's first choice),
         ``mean_difference``, ``se`` and ``verdict`` ("lower", "higher", "cannot tell apart at this
-        size", "" for the first choice, "too few seeds" under 3); for the position rows
+        size", "" for the first choice, "too few seeds" under 3) of the first look; the follow-up
+        seeds' ``more_differences`` (empty without) and ``verdict_seeds``, the seeds the verdict
+        rests on (and ``verdict`` is the second look's when there is one); for the position rows
         ``at_long`` (the mean loss at ``long_factor`` times the training length, per seed in
         ``long``) or ``long_note`` (why it could not be measured)."""
         rows = []
@@ -266,9 +374,11 @@ class SideBySide:
                 "mean": sum(finals) / len(finals),
                 "spread": max(finals) - min(finals),
                 "differences": None,
+                "more_differences": [],
                 "mean_difference": None,
                 "se": None,
                 "verdict": "",
+                "verdict_seeds": 0,
                 "at_long": None,
                 "long": None,
                 "long_note": "",
@@ -278,8 +388,11 @@ class SideBySide:
                 row["differences"] = d
                 row["mean_difference"] = sum(d) / len(d)
                 v = self.verdict(factor, choice)
-                row["se"] = v.se if v else None
+                row["se"] = mean_and_se(d)[1] if v else None  # the first look's
                 row["verdict"] = v.text if v else f"too few seeds ({len(self.seeds)})"
+                row["verdict_seeds"] = len(v.differences) if v else len(d)
+                if v is not None and len(v.differences) > len(d):
+                    row["more_differences"] = list(v.differences[len(d) :])
             if factor in _POSITION_FACTORS:
                 longs = [r.loss_at_long for r in runs]
                 if all(x is not None for x in longs):
@@ -340,6 +453,16 @@ class SideBySide:
                 if r["differences"] is not None
                 else "(the factor's reference)"
             )
+            if r["more_differences"]:
+                more = ", ".join(_signed(x, decimals) for x in r["more_differences"])
+                diffs += f"; follow-up seeds: {more}"
+            verdict = r["verdict"]
+            if r["verdict_seeds"] > len(r["finals"]):
+                mean8, se8 = mean_and_se(r["differences"] + r["more_differences"])
+                verdict += (
+                    f" (at {r['verdict_seeds']} seeds: {_signed(mean8, decimals)}, SE "
+                    f"{fmt(se8, decimals=decimals)})"
+                )
             mean_d = ""
             if r["mean_difference"] is not None:
                 mean_d = _signed(r["mean_difference"], decimals)
@@ -347,7 +470,7 @@ class SideBySide:
                     mean_d += f" ({fmt(r['se'], decimals=decimals)})"
             body.append(
                 f"| {r['factor']} | {r['choice']} | {r['parameters']:,} | {finals} "
-                f"| {fmt(r['mean'], decimals=decimals)} | {diffs} | {mean_d} | {r['verdict']} "
+                f"| {fmt(r['mean'], decimals=decimals)} | {diffs} | {mean_d} | {verdict} "
                 f"| {at_long} |"
             )
         return "\n".join([head, *body])
@@ -362,7 +485,7 @@ class SideBySide:
             "steps": self.steps,
             "seeds": list(self.seeds),
             "long_factor": self.long_factor,
-            "k": self.k,
+            "level": self.level,
             "baselines": dict(self.baselines),
             "rows": [
                 {"factor": f, "choice": c, "runs": [asdict(r) for r in runs]}
@@ -373,7 +496,13 @@ class SideBySide:
             "seconds": self.seconds,
             "cpu_seconds": self.cpu_seconds,
             "val_tokens": self.val_tokens,
+            "followup": None if self.followup is None else self._followup_dict(),
         }
+
+    def _followup_dict(self) -> dict:
+        # the follow-up shares every setting with this grid but its seeds and runs
+        f = self.followup.to_dict()
+        return {k: f[k] for k in ("seeds", "rows", "base_runs", "seconds", "cpu_seconds")}
 
     @classmethod
     def from_dict(cls, data: dict) -> SideBySide:
@@ -390,9 +519,20 @@ class SideBySide:
             baselines=dict(data["baselines"]),
             seconds=data["seconds"],
             cpu_seconds=data["cpu_seconds"],
-            k=data["k"],
+            level=data["level"],
             val_tokens=data.get("val_tokens", 0),
         )
+        if data.get("followup") is not None:
+            f = data["followup"]
+            grid.followup = cls.from_dict(
+                {
+                    **data,
+                    **f,
+                    "aa_runs": [],
+                    "followup": None,
+                    "base": {**data["base"], "seed": f["seeds"][0]},
+                }
+            )
         seen: dict[str, list[GridRun]] = {}
         for row in data["rows"]:
             runs = [GridRun(**r) for r in row["runs"]]
@@ -456,7 +596,7 @@ def side_by_side(
     factors=None,
     long_factor: int = 2,
     aa: int = 0,
-    k: float = 2.0,
+    level: float = TWO_LOOK_LEVEL,
     **settings,
 ) -> SideBySide:
     """Lesson 9 (C9.3). Train the sheet's choices side by side at equal budget, one factor at a
@@ -467,7 +607,8 @@ def side_by_side(
     The position rows are also measured at ``long_factor`` times the training length (the
     sinusoidal table and rotary are defined there; a learned table is not, and the row says so).
     ``aa`` A/A comparisons train the base model again per seed with the same batches and the
-    initial draw ``init_seed = 1000 m + s`` (m = 1..aa). ``k``: the rule's standard errors.
+    initial draw ``init_seed = 1000 m + s`` (m = 1..aa). ``level``: each look's level of the
+    rule (:func:`helpers.paired.decide`).
 
     Returns a :class:`SideBySide`: ``.table()``, ``.lines()``, ``.markdown()``, the verdicts
     (``.verdict(factor, choice)``), the A/A rate (``.aa_rate()``) and the curves in ``.runs``
@@ -477,8 +618,10 @@ def side_by_side(
     long_factor = check.positive_int("long_factor", long_factor, minimum=2)
     aa = check.positive_int("aa", aa, minimum=0)
     seeds = _seeds(seeds)
-    if isinstance(k, bool) or not isinstance(k, int | float) or not k > 0:
-        raise ValueError(f"k (standard errors) must be a positive number, got {k!r}")
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise ValueError(
+            f"level (the rule's false-alarm rate) must be between 0 and 1, got {level!r}"
+        )
     factors = list(SHEET_FACTORS) if factors is None else list(factors)
     if not factors and not aa:
         raise ValueError("factors must name at least one factor of FACTORS (or aa > 0)")
@@ -502,7 +645,7 @@ def side_by_side(
         seeds=seeds,
         long_factor=long_factor,
         baselines=corpus.baselines,
-        k=float(k),
+        level=float(level),
         val_tokens=len(corpus.val_ids) - 1,
     )
     start, cpu = time.perf_counter(), time.process_time()
@@ -535,21 +678,54 @@ def side_by_side(
 
 
 def rule_summary(grid: SideBySide) -> str:
-    """The rule and its false-alarm rate, claimed and (with A/A runs) measured, in one line."""
+    """Lesson 9 (C9.3). The rule, its false-alarm rate (claimed and, with A/A runs, measured),
+    the smallest difference it detects at 80% power and the chance alarms of the whole grid, in
+    one paragraph."""
     n = len(grid.seeds)
     if n < MIN_SEEDS:
         return f"{n} seed(s): too few for the rule (it needs {MIN_SEEDS}); no verdicts at this size"
+    c = t_quantile(n, grid.level)
     text = (
-        f"rule: all {n} paired differences of one sign and the mean beyond {grid.k:g} standard "
-        f"errors; false-alarm rate {null_rate(n, grid.k):.1%} if a choice changes nothing "
-        "(Gaussian noise)"
+        f"rule: a paired t-test on the mean of the {n} paired differences, at level "
+        f"{grid.level:.1%} (the mean beyond {c:.2f} standard errors; it tests the mean, not "
+        "whether the seeds agree in sign)"
     )
-    rate = grid.aa_rate()
-    if rate is not None:
-        lo, hi = rate.interval
+    if grid.followup is not None:
+        n2 = n + len(grid.followup.seeds)
         text += (
-            f"; measured on {rate.comparisons} A/A comparisons: {rate.alarms} alarm(s), "
-            f"{rate.rate:.0%} (95% interval {lo:.0%} to {hi:.0%})"
+            f"; a row it leaves undecided is decided again at {n2} seeds (follow-up seeds "
+            f"{', '.join(map(str, grid.followup.seeds))}; the mean beyond "
+            f"{t_quantile(n2, grid.level):.2f} SE), the two looks declared before the follow-up ran"
+        )
+    rate = grid.false_alarm_rate()
+    text += (
+        f"; false-alarm rate {rate:.1%} per comparison if a choice changes nothing (Gaussian noise)"
+    )
+    aa = grid.aa_rate()
+    if aa is not None:
+        lo, hi = aa.interval
+        text += (
+            f"; measured on {aa.comparisons} disjoint A/A comparisons (no run in two): "
+            f"{aa.alarms} alarm(s), {aa.rate:.0%} (95% interval {lo:.0%} to {hi:.0%}: "
+            f"{aa.comparisons} comparisons cannot pin the rate down)"
+        )
+        text += (
+            f"; under a null shaped like the A/A differences (centred, resampled) the first look "
+            f"fires {grid.shaped_rate():.1%} (its level {grid.level:.1%})"
+        )
+        seen = grid.detectable()
+        looks = " and ".join(f"{seen[k]:.3f} nats at {k} seeds" for k in seen)
+        text += (
+            f"; with the A/A spread ({grid.aa_sd():.3f} nats per paired difference) it detects "
+            f"at 80% power a true difference of {looks}: smaller differences are mostly "
+            "'cannot tell apart'"
+        )
+    m = sum(1 for r in grid.table() if r["differences"] is not None)
+    if m:
+        expected, some = chance_alarms(m, rate)
+        text += (
+            f"; {m} comparisons at {rate:.1%} each give {expected:.2f} chance alarms on average "
+            f"(at least one with probability {some:.0%}) if no choice mattered"
         )
     return text
 
@@ -590,7 +766,7 @@ SETTINGS_SCHEMA = {
     "factors": [str],
     "aa": int,
     "long_factor": int,
-    "k": float,
+    "level": float,
     "val_tokens": int,
 }
 #: What it measured (the results of the shipped file).
@@ -599,6 +775,16 @@ RESULTS_SCHEMA = {
     "rows": [{"factor": str, "choice": str, "runs": [_RUN_SCHEMA]}],
     "base_runs": [_RUN_SCHEMA],
     "aa_runs": [[_RUN_SCHEMA]],
+    "followup": (
+        {
+            "seeds": [int],
+            "rows": [{"factor": str, "choice": str, "runs": [_RUN_SCHEMA]}],
+            "base_runs": [_RUN_SCHEMA],
+            "seconds": float,
+            "cpu_seconds": float,
+        },
+        None,
+    ),
     "summary": {
         "rule": str,
         "claimed_rate": (float, None),
@@ -606,21 +792,27 @@ RESULTS_SCHEMA = {
             {"alarms": int, "comparisons": int, "rate": float, "interval": [float]},
             None,
         ),
+        "aa_sd": (float, None),
+        "shaped_rate": (float, None),
+        "detectable": ({str: float}, None),
+        "chance_alarms": ([float], None),
         "comparisons": [
             {
                 "factor": str,
                 "choice": str,
                 "reference": str,
                 "differences": [float],
+                "more_differences": [float],
                 "mean_difference": float,
                 "se": (float, None),
                 "verdict": str,
+                "verdict_seeds": int,
             }
         ],
     },
 }
-_SETTINGS = ("base", "steps", "seeds", "long_factor", "k", "val_tokens")
-_RESULTS = ("baselines", "rows", "base_runs", "aa_runs")
+_SETTINGS = ("base", "steps", "seeds", "long_factor", "level", "val_tokens")
+_RESULTS = ("baselines", "rows", "base_runs", "aa_runs", "followup")
 
 
 def save_side_by_side(grid: SideBySide, folder=None):

@@ -1,8 +1,10 @@
 """Lesson 5 (C5.7): a learning-rate warm-up, and a small training run that asks whether post-norm
 needs it and pre-norm does not (the consequence Xiong et al. 2020 draw from C5.6); and the
 experiment behind the claim, declared before it ran (:data:`SWEEP`, :func:`warmup_sweep`): the
-three runs at each of three learning rates, over five seeds, with paired verdicts
-(:func:`helpers.paired.decide`) and A/A runs that measure the rule's false-alarm rate.
+three runs at each of three learning rates, over five seeds (and three follow-up seeds for the
+comparisons the first five leave undecided), with paired verdicts (:func:`helpers.paired.decide`,
+a paired t-test on the mean, in two looks) and A/A runs that measure the rule's false-alarm rate
+and the seeds' spread (hence the smallest difference the sweep detects at 80% power).
 
     linear warm-up   lr_t = lr * min(1, (t + 1) / warmup_steps)      t = 0, 1, ..., steps - 1
                      (warmup_steps = 0: lr_t = lr from the first step)
@@ -25,12 +27,18 @@ from . import _validate as check
 from .model import TransformerLM
 from .paired import (
     MIN_SEEDS,
+    TWO_LOOK_LEVEL,
     AARate,
     Verdict,
     aa_rate,
+    chance_alarms,
     decide,
+    detectable_difference,
+    disjoint_pairs,
+    mean_and_se,
     null_rate,
     paired_differences,
+    two_look_rate,
 )
 from .printing import fmt
 from .reproducible import default_dtype
@@ -190,7 +198,8 @@ class WarmupSweep:
     held-out loss of seed ``seeds[i]``, ``curves`` the training loss of every step (same
     indexing), ``aa[run][lr][m][i]`` the m-th A/A comparison's finals (another initial draw, the
     same batches), the ``unigram`` and ``uniform`` baselines on the held-out text, ``settings``
-    (:data:`SWEEP`'s fields) and the time it took."""
+    (:data:`SWEEP`'s fields) and the time it took; ``level`` each look's level of the rule and
+    ``followup`` the sweep of the follow-up seeds (None without one: :meth:`with_followup`)."""
 
     settings: dict
     finals: dict[str, dict[str, list[float]]]
@@ -200,7 +209,8 @@ class WarmupSweep:
     uniform: float
     seconds: float = 0.0
     cpu_seconds: float = 0.0
-    k: float = 2.0
+    level: float = TWO_LOOK_LEVEL
+    followup: WarmupSweep | None = None
 
     @property
     def seeds(self) -> list[int]:
@@ -221,21 +231,117 @@ class WarmupSweep:
         """Seed by seed: ``other``'s final loss minus ``reference``'s, at ``lr``."""
         return paired_differences(self.final(reference, lr), self.final(other, lr))
 
-    def verdict(self, reference: str, other: str, lr: float) -> Verdict:
-        return decide(self.differences(reference, other, lr), self.k)
+    def more_differences(self, reference: str, other: str, lr: float) -> list[float]:
+        """The follow-up seeds' paired differences (empty without a follow-up)."""
+        if self.followup is None:
+            return []
+        return self.followup.differences(reference, other, lr)
 
-    def aa_differences(self) -> list[list[float]]:
-        """Every A/A comparison's paired differences against its run's own seeds."""
+    def verdict(self, reference: str, other: str, lr: float) -> Verdict:
+        """Lesson 5 (C5.7). The two-look rule: :func:`helpers.paired.decide` at ``level`` on the
+        sweep's seeds; if it does not fire and there is a follow-up, on all the seeds."""
+        d = self.differences(reference, other, lr)
+        first = decide(d, self.level)
+        more = self.more_differences(reference, other, lr)
+        if first.decided or not more:
+            return first
+        return decide(d + more, self.level)
+
+    def aa_differences(self, lr: float | None = None) -> list[list[float]]:
+        """The A/A comparisons in disjoint pairs of repeats, per run and rate (the run's own
+        seeds with repeat 1, repeat 2 with repeat 3, ...: :func:`helpers.paired.disjoint_pairs`,
+        no run in two comparisons); ``lr``: at that rate only."""
         out = []
         for run, by_lr in self.aa.items():
             for key, comparisons in by_lr.items():
-                for finals in comparisons:
-                    out.append(paired_differences(self.finals[run][key], finals))
+                if comparisons and (lr is None or key == _lr_key(lr)):
+                    out += disjoint_pairs([self.finals[run][key], *comparisons])
         return out
 
     def aa_rate(self) -> AARate | None:
+        """The rule's first look on the disjoint A/A comparisons (None without A/A runs)."""
         diffs = self.aa_differences()
-        return aa_rate(diffs, self.k) if diffs else None
+        return aa_rate(diffs, self.level) if diffs and len(self.seeds) >= MIN_SEEDS else None
+
+    def aa_sd(self, lr: float) -> float | None:
+        """The spread of null paired differences at ``lr``: the root mean square of the disjoint
+        A/A comparisons' differences at that rate (None without A/A runs)."""
+        flat = [d for c in self.aa_differences(lr) for d in c]
+        return (sum(d * d for d in flat) / len(flat)) ** 0.5 if flat else None
+
+    def detectable(self) -> dict[str, dict[str, float]] | None:
+        """Per learning rate ("0.003"), the smallest true mean difference (nats) each look
+        detects with 80% power given that rate's A/A spread: ``{"5": ..., "8": ...}`` keyed by
+        the look's seeds. None without A/A runs or with too few seeds."""
+        if not self.aa_differences() or len(self.seeds) < MIN_SEEDS:
+            return None
+        ns = [len(self.seeds)]
+        if self.followup is not None:
+            ns.append(len(self.seeds) + len(self.followup.seeds))
+        out = {}
+        for lr in self.lrs:
+            sd = self.aa_sd(lr)
+            if sd:
+                out[_lr_key(lr)] = {str(n): detectable_difference(n, sd, self.level) for n in ns}
+        return out
+
+    def shaped_rate(self) -> float | None:
+        """The first look's false-alarm rate under a null shaped like the data: every disjoint
+        A/A difference divided by its rate's A/A spread (:meth:`aa_sd`: the rule is scale-free,
+        and pooling rates of different spreads would fatten the tails), centred on zero and
+        resampled (:func:`helpers.paired.null_rate` with a ``sample``), skew included. None
+        without A/A runs or with too few seeds."""
+        flat = [d / self.aa_sd(lr) for lr in self.lrs for c in self.aa_differences(lr) for d in c]
+        if len(flat) < 2 or len(self.seeds) < MIN_SEEDS:
+            return None
+        return null_rate(len(self.seeds), self.level, sample=flat)
+
+    def false_alarm_rate(self) -> float | None:
+        """The rule's false-alarm rate per comparison under Gaussian noise: one look's level, or
+        the two looks' together with a follow-up (None with too few seeds)."""
+        n = len(self.seeds)
+        if n < MIN_SEEDS:
+            return None
+        if self.followup is None:
+            return self.level
+        return two_look_rate(n, n + len(self.followup.seeds), self.level)
+
+    def with_followup(self, other: WarmupSweep) -> WarmupSweep:
+        """Lesson 5 (C5.7). This sweep with ``other`` as its follow-up: the same runs, rates and
+        settings under new seeds, used by the second look of :meth:`verdict`."""
+        if not isinstance(other, WarmupSweep):
+            raise TypeError(f"other must be a WarmupSweep, got {type(other).__name__}")
+        keys = ("lrs", "steps", "warmup_steps", "d_model", "n_layers", "n_heads")
+        keys += ("batch_size", "block_size")
+        same = all(self.settings[k] == other.settings[k] for k in keys)
+        if not same or set(other.seeds) & set(self.seeds) or set(other.finals) != set(self.finals):
+            raise ValueError(
+                "other must run the same runs and settings as this sweep under seeds this sweep "
+                f"does not use (this sweep's {self.seeds}, other's {other.seeds})"
+            )
+        follow = WarmupSweep(
+            settings={**other.settings, "aa": 0},
+            finals=other.finals,
+            curves=other.curves,
+            aa={run: {key: [] for key in by_lr} for run, by_lr in other.finals.items()},
+            unigram=other.unigram,
+            uniform=other.uniform,
+            seconds=other.seconds,
+            cpu_seconds=other.cpu_seconds,
+            level=self.level,
+        )
+        return WarmupSweep(
+            settings=self.settings,
+            finals=self.finals,
+            curves=self.curves,
+            aa=self.aa,
+            unigram=self.unigram,
+            uniform=self.uniform,
+            seconds=self.seconds + other.seconds,
+            cpu_seconds=self.cpu_seconds + other.cpu_seconds,
+            level=self.level,
+            followup=follow,
+        )
 
     def every_seed(self, reference: str, other: str, lr: float) -> str:
         """ "lower" or "higher" when ``other`` is below or above ``reference`` for every seed,
@@ -245,13 +351,16 @@ class WarmupSweep:
 
     def table(self) -> list[dict]:
         """One row per (comparison, learning rate): the two runs' finals per seed, the paired
-        differences, their mean and SE, the rule's verdict ("too few seeds (n)" under
-        :data:`~helpers.paired.MIN_SEEDS`) and what holds for every seed."""
+        differences, their mean and SE at the first look, the follow-up seeds' differences
+        (``more_differences``, empty without), the rule's verdict ("too few seeds (n)" under
+        :data:`~helpers.paired.MIN_SEEDS`), the seeds it rests on (``verdict_seeds``) and what
+        holds for every seed of the first look."""
         rows = []
         for lr in self.lrs:
             for ref, other in SWEEP_COMPARISONS:
                 d = self.differences(ref, other, lr)
                 v = self.verdict(ref, other, lr) if len(d) >= MIN_SEEDS else None
+                first = decide(d, self.level) if v is not None else None
                 rows.append(
                     {
                         "lr": lr,
@@ -260,24 +369,32 @@ class WarmupSweep:
                         "reference_finals": self.final(ref, lr),
                         "other_finals": self.final(other, lr),
                         "differences": d,
+                        "more_differences": list(v.differences[len(d) :]) if v else [],
                         "mean_difference": sum(d) / len(d),
-                        "se": v.se if v else None,
+                        "se": first.se if first else None,
                         "verdict": v.text if v else f"too few seeds ({len(d)})",
+                        "verdict_seeds": len(v.differences) if v else len(d),
                         "every_seed": self.every_seed(ref, other, lr),
                     }
                 )
         return rows
 
     def finals_markdown(self, decimals: int = 3) -> str:
-        """Every run's final held-out loss per seed at every learning rate, in Markdown."""
+        """Every run's final held-out loss per seed at every learning rate (the follow-up seeds'
+        after a semicolon; the mean is the first five's), in Markdown."""
         head = "| learning rate | run | final held-out loss per seed | mean |\n|---|---|---|---:|"
         body = []
         for lr in self.lrs:
             for run in self.finals:
                 f = self.final(run, lr)
+                cell = ", ".join(fmt(x, decimals=decimals) for x in f)
+                if self.followup is not None:
+                    more = self.followup.final(run, lr)
+                    cell += "; follow-up seeds: " + ", ".join(
+                        fmt(x, decimals=decimals) for x in more
+                    )
                 body.append(
-                    f"| {lr:g} | {run} | {', '.join(fmt(x, decimals=decimals) for x in f)} "
-                    f"| {fmt(sum(f) / len(f), decimals=decimals)} |"
+                    f"| {lr:g} | {run} | {cell} | {fmt(sum(f) / len(f), decimals=decimals)} |"
                 )
         return "\n".join([head, *body])
 
@@ -290,11 +407,21 @@ class WarmupSweep:
         body = []
         for r in self.table():
             diffs = ", ".join(_signed(x, decimals) for x in r["differences"])
+            if r["more_differences"]:
+                more = ", ".join(_signed(x, decimals) for x in r["more_differences"])
+                diffs += f"; follow-up seeds: {more}"
             se = "" if r["se"] is None else f" ({fmt(r['se'], decimals=decimals)})"
+            verdict = r["verdict"]
+            if r["verdict_seeds"] > len(r["differences"]):
+                mean8, se8 = mean_and_se(r["differences"] + r["more_differences"])
+                verdict += (
+                    f" (at {r['verdict_seeds']} seeds: {_signed(mean8, decimals)}, SE "
+                    f"{fmt(se8, decimals=decimals)})"
+                )
             body.append(
                 f"| {r['lr']:g} | {r['other']} minus {r['reference']} | {diffs} "
                 f"| {_signed(r['mean_difference'], decimals)}{se} "
-                f"| {r['verdict']} | {r['every_seed']} |"
+                f"| {verdict} | {r['every_seed']} |"
             )
         return "\n".join([head, *body])
 
@@ -302,9 +429,13 @@ class WarmupSweep:
         """The rule's conclusions as data: its claimed false-alarm rate, the A/A count and every
         comparison (:meth:`table`)."""
         rate = self.aa_rate() if len(self.seeds) >= MIN_SEEDS else None
-        n = len(self.seeds)
+        claimed = self.false_alarm_rate()
+        table = self.table()
         return {
-            "claimed_rate": null_rate(n, self.k) if n >= MIN_SEEDS else None,
+            "claimed_rate": claimed,
+            "shaped_rate": self.shaped_rate(),
+            "detectable": self.detectable(),
+            "chance_alarms": None if claimed is None else list(chance_alarms(len(table), claimed)),
             "aa": None
             if rate is None
             else {
@@ -313,7 +444,7 @@ class WarmupSweep:
                 "rate": rate.rate,
                 "interval": list(rate.interval),
             },
-            "comparisons": self.table(),
+            "comparisons": table,
         }
 
     def to_dict(self) -> dict:
@@ -326,12 +457,37 @@ class WarmupSweep:
             "uniform": self.uniform,
             "seconds": self.seconds,
             "cpu_seconds": self.cpu_seconds,
-            "k": self.k,
+            "level": self.level,
+            "followup": None if self.followup is None else self._followup_dict(),
         }
+
+    def _followup_dict(self) -> dict:
+        f = self.followup
+        return {"seeds": f.seeds, "finals": f.finals, "curves": f.curves, **_times(f)}
 
     @classmethod
     def from_dict(cls, data: dict) -> WarmupSweep:
-        return cls(**data)
+        """The sweep :meth:`to_dict` wrote (its follow-up, if any, rebuilt with its settings)."""
+        data = dict(data)
+        f = data.pop("followup", None)
+        sweep = cls(**data)
+        if f is not None:
+            sweep.followup = cls(
+                settings={**sweep.settings, "seeds": list(f["seeds"]), "aa": 0},
+                finals=f["finals"],
+                curves=f["curves"],
+                aa={run: {key: [] for key in by_lr} for run, by_lr in f["finals"].items()},
+                unigram=sweep.unigram,
+                uniform=sweep.uniform,
+                seconds=f["seconds"],
+                cpu_seconds=f["cpu_seconds"],
+                level=sweep.level,
+            )
+        return sweep
+
+
+def _times(sweep: WarmupSweep) -> dict:
+    return {"seconds": sweep.seconds, "cpu_seconds": sweep.cpu_seconds}
 
 
 def _signed(x: float, decimals: int) -> str:
@@ -346,14 +502,15 @@ def warmup_sweep(
     warmup_steps: int = SWEEP["warmup_steps"],
     aa: int = SWEEP["aa"],
     runs=None,
-    k: float = 2.0,
+    level: float = TWO_LOOK_LEVEL,
     **model,
 ) -> WarmupSweep:
     """Lesson 5 (C5.7). :func:`compare_warmup` for every learning rate of ``lrs`` and every seed
     of ``seeds`` (defaults: :data:`SWEEP`, declared before it ran), plus ``aa`` A/A comparisons
     per run and rate (the run again with the same batches and the initial draw ``1000 m + seed``).
     ``model``: compare_warmup's size settings (d_model, n_layers, n_heads, batch_size,
-    block_size; default :data:`SWEEP`'s). ``runs`` picks some of :data:`WARMUP_RUNS`."""
+    block_size; default :data:`SWEEP`'s). ``runs`` picks some of :data:`WARMUP_RUNS`; ``level``
+    each look's level of the rule (:func:`helpers.paired.decide`)."""
     if isinstance(seeds, int | str) or not hasattr(seeds, "__iter__"):
         raise TypeError(f"seeds must be a list of whole numbers, got {seeds!r}")
     seeds = [check.positive_int("each seed", s, minimum=0) for s in seeds]
@@ -401,7 +558,7 @@ def warmup_sweep(
         uniform=math.log(tokenizer.vocab_size),
         seconds=time.perf_counter() - start,
         cpu_seconds=time.process_time() - cpu,
-        k=float(k),
+        level=float(level),
     )
 
 
@@ -420,7 +577,7 @@ SWEEP_SETTINGS_SCHEMA = {
     "n_heads": int,
     "batch_size": int,
     "block_size": int,
-    "k": float,
+    "level": float,
 }
 #: What it measured: finals and training curves per run, learning rate ("0.003") and seed; the
 #: A/A finals; the baselines on the held-out text.
@@ -430,8 +587,21 @@ SWEEP_RESULTS_SCHEMA = {
     "aa": {str: {str: [[float]]}},
     "unigram": float,
     "uniform": float,
+    "followup": (
+        {
+            "seeds": [int],
+            "finals": {str: {str: [float]}},
+            "curves": {str: {str: [[float]]}},
+            "seconds": float,
+            "cpu_seconds": float,
+        },
+        None,
+    ),
     "summary": {
         "claimed_rate": (float, None),
+        "shaped_rate": (float, None),
+        "detectable": ({str: {str: float}}, None),
+        "chance_alarms": ([float], None),
         "aa": ({"alarms": int, "comparisons": int, "rate": float, "interval": [float]}, None),
         "comparisons": [
             {
@@ -441,9 +611,11 @@ SWEEP_RESULTS_SCHEMA = {
                 "reference_finals": [float],
                 "other_finals": [float],
                 "differences": [float],
+                "more_differences": [float],
                 "mean_difference": float,
                 "se": (float, None),
                 "verdict": str,
+                "verdict_seeds": int,
                 "every_seed": str,
             }
         ],
@@ -462,7 +634,7 @@ def save_warmup_sweep(sweep: WarmupSweep, folder=None):
     return write_results(
         WARMUP_SWEEP_DATA,
         tool="tools/warmup_sweep.py",
-        settings={**data["settings"], "k": sweep.k},
+        settings={**data["settings"], "level": sweep.level},
         results={
             **{k: data[k] for k in SWEEP_RESULTS_SCHEMA if k != "summary"},
             "summary": sweep.summary(),
@@ -478,19 +650,22 @@ def save_warmup_sweep(sweep: WarmupSweep, folder=None):
 def load_warmup_sweep(folder=None) -> WarmupSweep:
     """Lesson 5 (C5.7). The sweep that ships with the course (``helpers/data/warmup_sweep.json``,
     written by ``tools/warmup_sweep.py`` with :data:`SWEEP`), checked against its schemas:
-    ``.table()``, ``.markdown()``, ``.verdict(...)``, ``.every_seed(...)``, ``.aa_rate()``."""
+    ``.table()``, ``.markdown()``, ``.verdict(...)``, ``.every_seed(...)``, ``.aa_rate()``,
+    ``.detectable()``, its follow-up seeds in ``.followup``."""
     from .shipped import load_results
 
     shipped = load_results(WARMUP_SWEEP_DATA, SWEEP_SETTINGS_SCHEMA, SWEEP_RESULTS_SCHEMA, folder)
     settings = dict(shipped.settings)
-    k = settings.pop("k")
+    level = settings.pop("level")
     measured = {key: v for key, v in shipped.results.items() if key != "summary"}
-    sweep = WarmupSweep(
-        settings=settings,
-        **measured,
-        seconds=shipped.seconds,
-        cpu_seconds=shipped.cpu_seconds,
-        k=k,
+    sweep = WarmupSweep.from_dict(
+        {
+            "settings": settings,
+            **measured,
+            "seconds": shipped.seconds,
+            "cpu_seconds": shipped.cpu_seconds,
+            "level": level,
+        }
     )
     if sweep.summary() != shipped.results["summary"]:
         raise ValueError(

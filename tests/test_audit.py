@@ -10,7 +10,7 @@ import torch
 from _models import TinyGPT, hf_gpt2  # tests/ is on sys.path (no __init__.py)
 from torch import nn
 
-from helpers import TransformerLM
+from helpers import TransformerLM, init_weights
 from helpers.checklist import (
     BROKEN_MODELS,
     CHECKS,
@@ -305,8 +305,8 @@ def _raises(fn):
     return f
 
 
-def _right_reuse(model):
-    model.blocks = nn.ModuleList(copy.deepcopy(b) for b in model.blocks)
+def _right_reuse(model):  # an independent block at each depth, with fresh weights (exercise 1)
+    model.blocks = nn.ModuleList(init_weights(copy.deepcopy(b)) for b in model.blocks)
     return model
 
 

@@ -765,10 +765,13 @@ def test_an_answer_that_calls_the_lessons_own_helper_is_seen_and_refused(monkeyp
     assert judge("l4b_ex2", reference, reference).correct
 
 
-def test_a_helper_the_exercise_allows_may_call_a_forbidden_one_inside(monkeypatch, tmp_path):
-    """l4_ex2 forbids wavelengths and angle_rates; sinusoidal_encoding_at (lesson 4's encoding,
-    allowed) calls angle_rates internally: an answer reading the wavelength off the encoding at
-    position 1 is honest and keeps its points."""
+def test_a_helper_the_exercise_allows_keeps_its_points_and_its_inner_calls_are_seen(
+    monkeypatch, tmp_path
+):
+    """sinusoidal_encoding_at (lesson 4's encoding) calls angle_rates internally: an answer
+    reading the wavelength off the encoding at position 1 is honest and keeps its points (l4_ex2
+    forbids nothing); what the helper called for it is recorded too (an exercise that forbids a
+    course function forbids it at any depth: tests/test_grading_answers.py)."""
     import math
 
     import helpers
@@ -786,7 +789,7 @@ def test_a_helper_the_exercise_allows_may_call_a_forbidden_one_inside(monkeypatc
     ref = {c: [{**entries[2 * c], "case": c}] for c in range(2)}
     got = {c: [{**entries[2 * c + 1], "case": c}] for c in range(2)}
     assert "helpers.positional.sinusoidal_encoding_at" in got[0][0]["calls"]
-    assert not any("angle_rates" in name or "wavelengths" in name for name in got[0][0]["calls"])
+    assert any("angle_rates" in name for name in got[0][0]["calls"])
     verdict = judge("l4_ex2", ref, got)
     assert verdict.correct, verdict.message
 

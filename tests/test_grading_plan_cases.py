@@ -1,15 +1,17 @@
 """Which cells a graded run executes (tools/grading/plan.py), against an adversarial review: 144
-small notebooks, each built to make a skipped course cell change what the exercise sees.
+small notebooks, each built to make a skipped course cell change what the exercise sees, and 18
+more where the exercise's own cell deletes, augments or declares global a course name.
 
 Written by an adversarial review of the planner's first version, which found 96 of these cases
 where the planned run gave the exercise another answer ("HOLE" below; "holds" where that version
-was right). Each case is run whole and planned, each run in a fresh process forked from one that
+was right; the 18 later ones are marked against the planner before them, which skipped a
+needed cell in 6). Each case is run whole and planned, each run in a fresh process forked from one that
 has imported torch, numpy and matplotlib (a patched module, a changed default dtype, a written
 file or an environment variable does not leak from one run to the other), in an empty working
 folder; a course cell that raises does not stop the run (the grader executes with
 allow_errors=True). ``ans()`` must give the same answer, its ``repr`` or the exception it raises.
 A case whose plan runs every cell is not executed (nothing to compare): with the planner of this
-version, 137 of the 144 cases run whole (the rule is meant to be safe rather than sharp), 7 skip
+version, 155 of the 162 cases run whole (the rule is meant to be safe rather than sharp), 7 skip
 a cell and are compared. Skipping itself is shown by tests/test_grading_plan.py and by every
 lesson (tests/test_coursework.py). Slow: about 20 s of CPU, most of it in the forked runs.
 
@@ -1115,6 +1117,119 @@ case(
     "def ans():\n    return sorted(k for k in globals() if len(k) == 1)",
 )
 case("import_this_side_effect_only", "holds", "import this", "x = 1", "def ans():\n    return x")
+
+# ---------------------------------------------------------------- a solution that reads by
+# deleting, augmenting or declaring global: added after the review (cells 0 .. n-2 are the
+# course's, the last the student's); "HOLE" where the planner before them skipped a cell and the
+# exercise saw something else, "holds" where it already ran what was needed
+case("solution_deletes_a_course_name", "HOLE", "x = [1]", "del x\ndef ans():\n    return 'ran'")
+case(
+    "solution_deletes_two_names_one_bound_apart",
+    "HOLE",
+    "a = 1",
+    "b = 2",
+    "del a, b\ndef ans():\n    return 'ran'",
+)
+case(
+    "solution_function_deletes_a_global",
+    "HOLE",
+    "x = 1",
+    "def ans():\n    global x\n    del x\n    return 'deleted'",
+)
+case(
+    "solution_augments_then_rebinds",
+    "HOLE",
+    "x = [1]",
+    "x += [2]\nx = None\ndef ans():\n    return 'ran'",
+)
+case(
+    "solution_augments_a_course_name",
+    "holds",
+    "x = [1]",
+    "x += [2]\ndef ans():\n    return list(x)",
+)
+case(
+    "solution_function_augments_a_global",
+    "holds",
+    "x = 1",
+    "def ans():\n    global x\n    x += 1\n    return x",
+)
+case(
+    "solution_declares_global_at_top_level",
+    "holds",
+    "x = 1",
+    "global x\nx += 1\ndef ans():\n    return x",
+)
+case(
+    "solution_stores_an_item",
+    "holds",
+    "x = [1, 2]",
+    "x[0] = 5\ndef ans():\n    return 'ran'",
+)
+case(
+    "solution_stores_an_attribute",
+    "holds",
+    "import types\nx = types.SimpleNamespace()",
+    "x.a = 2\ndef ans():\n    return x.a",
+)
+case(
+    "solution_augments_an_attribute",
+    "holds",
+    "import types\nx = types.SimpleNamespace(a=1)",
+    "x.a += 1\ndef ans():\n    return 'ran'",
+)
+case(
+    "solution_walrus_reads_then_binds",
+    "holds",
+    "x = 1",
+    "(x := x + 1)\ndef ans():\n    return 'ran'",
+)
+case(
+    "solution_nonlocal_reads_a_global",
+    "holds",
+    "x = 3",
+    "def ans():\n    y = 0\n    def add():\n        nonlocal y\n        y += x\n    add()\n    return y",
+)
+case(
+    "solution_for_loop_that_may_not_run",
+    "holds",
+    "x = 1",
+    "for x in []:\n    pass\ndef ans():\n    return x",
+)
+case(
+    "solution_with_as_rebinds",
+    "holds",
+    "import contextlib\nx = [1]",
+    "with contextlib.nullcontext(x) as x:\n    x.append(2)\ndef ans():\n    return 'ran'",
+)
+case(
+    "solution_import_as_rebinds",
+    "holds",
+    "import math as m\nx = m.e",
+    "import math as x\ndef ans():\n    return x.pi",
+)
+case(
+    "solution_except_as_unbinds_only_when_raised",
+    "holds",
+    "x = 1",
+    "try:\n    pass\nexcept Exception as x:\n    pass\ndef ans():\n    return x",
+)
+case(
+    "function_declaring_global_binds_what_a_later_cell_changes",
+    "HOLE",
+    "data = [1]",
+    "def bind():\n    global x\n    x = data\nbind()",
+    "x.append(2)",
+    "def ans():\n    return list(data)",
+)
+case(
+    "function_declaring_global_binds_in_a_loop",
+    "HOLE",
+    "data = [1]",
+    "def bind():\n    global x\n    for x in [data]:\n        pass\nbind()",
+    "x.append(2)",
+    "def ans():\n    return list(data)",
+)
 
 # ---------------------------------------------------------------- random state (documented)
 case(

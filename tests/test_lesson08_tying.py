@@ -1074,3 +1074,25 @@ def test_plot_paired_differences_bad_arguments():
         plot_paired_differences([1], {k: [[0.0]] for k in "abcd"})
     with pytest.raises(ValueError, match=r"differences\['a'\] must hold one curve per seed"):
         plot_paired_differences([1, 2], {"a": [[0.0]]})
+
+
+def test_C8_5_shipped_runs_resolve_what_the_lesson_says():
+    # lesson 8's "what the run could see" after 1,000 steps, from the shipped runs: with the
+    # spread of its own 8 paired differences the rule (paired t-test at 5%) detects 0.025 nats at
+    # 80% power and 0.015 nats 41% of the time; with the A/A pair's spread it needs 0.057 nats
+    from helpers.paired import decide, detectable_difference, power_at
+    from helpers.tying_runs import load_tying_runs
+
+    runs = load_tying_runs()
+    tying, seeds = runs.results["tying"], [str(s) for s in runs.settings["seeds"]]
+
+    def at_end(arm):
+        return [tying[arm][s]["val_losses"][-1] - tying["tied"][s]["val_losses"][-1] for s in seeds]
+
+    end = decide(at_end("untied"))
+    assert not end.decided and len(seeds) == 8
+    sd = end.se * len(seeds) ** 0.5
+    sd_aa = (sum(x * x for x in at_end("tied_aa")) / len(seeds)) ** 0.5
+    assert round(detectable_difference(8, sd), 3) == 0.025
+    assert round(power_at(8, 0.015, sd), 2) == 0.41
+    assert round(detectable_difference(8, sd_aa), 3) == 0.057

@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from grading.verdicts import judge  # noqa: E402
 
-from helpers import audit, zoo  # noqa: E402
+from helpers import audit, init_weights, zoo  # noqa: E402
 from helpers.checks import ExerciseFailed  # noqa: E402
 from helpers.checks import audit as checks  # noqa: E402
 from helpers.checks.audit import normalized_verdicts  # noqa: E402
@@ -143,16 +143,37 @@ def test_visible_check_and_hidden_test_read_an_answer_alike():
     ]  # not a mapping: left for the check to name
 
 
-def test_check_audit_verdicts_accepts_the_answer_and_says_what_it_cannot_check(capsys):
+def test_check_audit_verdicts_accepts_the_answer_and_says_how_it_decided(capsys):
     checks.check_audit_verdicts(lambda: RIGHT)
     out = capsys.readouterr().out
-    assert out.startswith("✓") and "K2, K3: the audit cannot decide them" in out
+    assert out.startswith("✓") and "K2, K3 agree with this check's own experiments" in out
 
 
-def test_check_audit_verdicts_cannot_tell_a_wrong_guess_on_an_undecided_check(capsys):
-    """What the check cannot know: K2 guessed "passed" gets a ✓ too (the grade is hidden)."""
-    checks.check_audit_verdicts(lambda: {**RIGHT, "K2": "passed"})
-    assert "cannot tell you whether yours are right" in capsys.readouterr().out
+@pytest.mark.parametrize("check", ["K2", "K3"])
+def test_check_audit_verdicts_refuses_a_wrong_verdict_the_audit_leaves_undecided(check):
+    """K2 and K3, which the audit cannot decide, are decided by the check's own experiments (as
+    the hidden test grades them): a wrong guess is refused with the experiment that decides it,
+    never with the model's facts (the explanation is the student's)."""
+    wrong = {**RIGHT, check: {"passed": "failed", "failed": "passed"}[RIGHT[check]]}
+    with pytest.raises(ExerciseFailed) as info:
+        checks.check_audit_verdicts(lambda: wrong)
+    message = str(info.value)
+    assert f"your {check} verdict is {wrong[check]!r}" in message and "experiment" in message
+    assert "\n" not in message
+
+
+def test_undecided_by_experiment_follows_the_model_not_constants(monkeypatch):
+    """The check's experiments decide K2 and K3 as the instructor's solution does: on the
+    mystery model with its feed-forward's residual restored, K2 passes; a model of another shape
+    is left undecided."""
+
+    def decided(model):
+        return {k: v for k, (v, _) in checks.undecided_by_experiment(model).items()}
+
+    assert decided(zoo.mystery_model()) == {"K2": "failed", "K3": "passed"}
+    monkeypatch.setattr(mystery_module._Layer, "residual_after_ffn", True)
+    assert decided(zoo.mystery_model()) == {"K2": "passed", "K3": "passed"}
+    assert checks.undecided_by_experiment(torch.nn.Linear(3, 3)) == {}
 
 
 def _raises(error):
@@ -284,3 +305,21 @@ def test_lesson10_stored_outputs_hold_without_transformers(tmp_path):
         text=True,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+
+
+def test_exercise_helpers_name_a_bad_model():
+    """The capstone check's public helpers refuse what is not the model they read, by name."""
+    with pytest.raises(TypeError, match=r"model\.blocks must be an nn\.ModuleList"):
+        checks.blocks_with_the_same_weights(torch.nn.Linear(3, 3))
+    with pytest.raises(TypeError, match="model must be a TransformerLM"):
+        checks.repaired_logits_problem(torch.nn.Linear(3, 3))
+
+
+def test_blocks_with_the_same_weights_names_deep_copies_and_not_fresh_blocks():
+    model = checks.ReusedBlockLM(**checks.SETTINGS)
+    model.blocks = torch.nn.ModuleList(copy.deepcopy(model.blocks[0]) for _ in range(2))
+    (pair,) = checks.blocks_with_the_same_weights(model)
+    assert pair.startswith("blocks.1 and blocks.0 (")
+    for block in model.blocks:
+        init_weights(block)
+    assert checks.blocks_with_the_same_weights(model) == []

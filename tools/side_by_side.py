@@ -10,7 +10,18 @@ thread), 250 steps, seeds 0-4, every factor of ``helpers.side_by_side.FACTORS`` 
 with the initialization held at the base's, the initialization itself, and position again at
 GPT-2's initialization), the position rows also at twice the training length, and 10 A/A
 comparisons (the base model again with the same batches and another initial draw). Verdicts:
-``helpers.paired.decide`` (all paired differences of one sign, mean beyond 2 standard errors).
+``helpers.paired.decide``, first declared as "all paired differences of one sign and the mean beyond
+2 standard errors"; that rule tested the sign of the differences, not their mean, and was replaced
+after the runs (the runs are unchanged) by the paired t-test on the mean below.
+
+Declared before the follow-up seeds ran (a sequential rule, two looks): look 1 decides on seeds
+0-4; every row it leaves undecided gets seeds 5, 6 and 7 (with the base's runs under the same
+seeds) and look 2 decides on its 8 paired differences. Each look is a paired t-test on the mean
+difference at the two-sided level that makes the two looks together fire 5% of the time when a
+choice changes nothing (Gaussian differences; ``helpers.paired``). There is no third look: a row
+undecided at 8 seeds is "cannot tell apart", beside the smallest difference 8 seeds detect at 80%
+power. The follow-up is trained with ``--seeds 5 6 7 --factors "norm placement" tying activation
+--aa 0 --raw FILE`` and merged with ``--followup-from-raw FILE``.
 
 Writes ``helpers/data/side_by_side.json`` (``helpers.shipped``: settings, per-seed curves and
 finals, A/A runs, times; read by ``helpers.side_by_side.load_side_by_side``), the page
@@ -100,22 +111,29 @@ def _page(grid: SideBySide, command: str, figure: Path, data: Path) -> str:
     aa = grid.aa_rate()
     aa_line = ""
     if aa is not None:
-        flat = [d for comparison in grid.aa_differences() for d in comparison]
-        sd = (sum(d * d for d in flat) / len(flat)) ** 0.5
         aa_line = (
-            f"A/A comparisons: {aa.comparisons} (the base model trained again per seed with the "
-            f"same batches and another initial draw), {aa.alarms} of them called a difference "
-            f"by the rule ({aa.rate:.0%}, 95% interval {aa.interval[0]:.0%} to "
-            f"{aa.interval[1]:.0%}; the rule claims {aa.claimed:.1%}). Their paired differences "
-            f'have a root mean square of {sd:.3f} nats: what "no difference" looks like here.'
+            f"The A/A repeats: the base model trained again {len(grid.aa_runs)} times per seed "
+            "with the same batches and another initial draw, compared in disjoint pairs (the "
+            "base's runs with repeat 1, repeat 2 with 3, ...), so that no run enters two "
+            f"comparisons: {aa.comparisons} independent comparisons. Their paired differences "
+            f'have a root mean square of {grid.aa_sd():.3f} nats: what "no difference" looks '
+            "like here."
         )
-    compared = sum(1 for r in grid.table() if r["differences"] is not None)
+    more = ""
+    if grid.followup is not None:
+        f = grid.followup
+        n_more = len({id(runs) for runs in f.runs.values()})
+        more = (
+            f"; then the follow-up: {n_more} models (the base and the rows the first look left "
+            f"undecided) over seeds {', '.join(map(str, f.seeds))}, {f.seconds:.0f} s wall "
+            f"({f.cpu_seconds:.0f} s CPU), included in the times above"
+        )
     return f"""# Lesson 9, C9.3: the sheet's choices side by side (the full grid)
 
 Written by `{command}` (`tools/side_by_side.py`; not run in CI), which also wrote
 `helpers/data/{data.name}` (the data the lesson loads). It took {grid.seconds:.0f} s wall
 ({grid.cpu_seconds:.0f} s of CPU time) for {n_models} models and {len(grid.aa_runs)} A/A repeats
-of the base, each over {len(grid.seeds)} seeds x {grid.steps} steps, one CPU thread, float64.
+of the base, each over {len(grid.seeds)} seeds x {grid.steps} steps, one CPU thread, float64{more}.
 
 **Declared before it ran.** Character-level `TransformerLM` on the whole tiny-shakespeare
 (`helpers/data`), vocabulary 65, d_model {s.d_model}, {s.n_layers} blocks, {s.n_heads} heads,
@@ -132,9 +150,7 @@ position is shown a second time with all three schemes at GPT-2's initialization
 GPT-2 init", compared with sinusoidal at that initialization).
 
 **The rule.** Each choice is compared with its factor's first choice by the paired differences of
-their final held-out losses, seed by seed. The {rule_summary(grid)}. With {compared} comparisons at
-that rate, about {compared * aa.claimed if aa else 0:.1f} alarms are expected by chance alone if
-no choice mattered. {aa_line}
+their final held-out losses, seed by seed. The {rule_summary(grid)}. {aa_line}
 
 Loss: nats per character on the first {grid.val_tokens:,} characters of the held-out tenth, after the last
 step (baselines on the same characters: uniform {b["uniform"]:.3f}, unigram {b["unigram"]:.3f},
@@ -151,7 +167,7 @@ bigram {b["bigram"]:.3f}). Differences are the row's loss minus its factor's fir
 def _write(grid: SideBySide, args, argv) -> None:
     data = save_side_by_side(grid, folder=args.data_dir)
     command = experiment_command(
-        "tools/side_by_side.py", argv if argv is not None else sys.argv[1:]
+        "tools/side_by_side.py", _without_followup(argv if argv is not None else sys.argv[1:])
     )
     if args.doc is not None:
         figure = args.doc.with_name("side_by_side.png") if args.figure is None else args.figure
@@ -161,6 +177,19 @@ def _write(grid: SideBySide, args, argv) -> None:
     print("\n".join(grid.lines()))
     print(rule_summary(grid))
     print(f"wrote {data.name} in {grid.seconds:.0f} s ({grid.cpu_seconds:.0f} s CPU)")
+
+
+def _without_followup(argv: list[str]) -> list[str]:
+    # the follow-up's raw file is a local path, like the other output options: not in the page
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--followup-from-raw":
+            skip = True
+        else:
+            out.append(a)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, default=None, help="also save the trained grid here")
     parser.add_argument("--from-raw", type=Path, default=None, help="write outputs from --raw")
     parser.add_argument(
+        "--followup-from-raw",
+        type=Path,
+        default=None,
+        help="with --from-raw: the follow-up seeds' grid from this raw file (same base, new seeds)",
+    )
+    parser.add_argument(
         "--aa-from-raw",
         type=Path,
         default=None,
@@ -192,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         grid = SideBySide.from_dict(json.loads(args.from_raw.read_text()))
         if args.aa_from_raw is not None:
             grid = grid.with_aa(SideBySide.from_dict(json.loads(args.aa_from_raw.read_text())))
+        if args.followup_from_raw is not None:
+            more = SideBySide.from_dict(json.loads(args.followup_from_raw.read_text()))
+            grid = grid.with_followup(more)
         _write(grid, args, argv)
         return 0
     start = time.perf_counter()

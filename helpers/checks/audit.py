@@ -6,13 +6,16 @@ applies the student's repair, makes sure the repaired model still runs and retur
 of the right shape, then runs :func:`helpers.checklist.audit` on it and names what still fails,
 with the audit's own evidence.
 
-The open-ended audit (exercise 4, :func:`check_audit_verdicts`) cannot be checked here without
-giving its answer away: the check makes sure the verdicts are five, readable, and agree with the
-audit wherever the audit itself decides (running it live on the model); the checks the audit
-leaves undecided are graded by the hidden tests, and the written explanation by the instructor.
+The open-ended audit (exercise 4, :func:`check_audit_verdicts`): the check makes sure the
+verdicts are five, readable, agree with the audit wherever the audit itself decides (running it
+live on the model), and agree with the check's own experiments on the checks the audit leaves
+undecided (:func:`undecided_by_experiment`), so that the check's verdict is the grade's; the
+written explanation is graded by the instructor.
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 from torch import nn
@@ -39,6 +42,9 @@ __all__ = [
     "check_copied_output",
     "check_tie_transposed",
     "check_position_before_first_block",
+    "blocks_with_the_same_weights",
+    "repaired_logits_problem",
+    "undecided_by_experiment",
     "VERDICTS",
     "normalized_verdicts",
     "check_audit_verdicts",
@@ -61,8 +67,9 @@ def _probe() -> torch.Tensor:
 
 def _verify(
     exercise: str, model, focus: str, what: str = "your function", tied: bool = False
-) -> None:
-    """The repaired ``model`` runs, gives [2, 8, vocab] float32 logits, and passes the audit."""
+) -> str:
+    """The repaired ``model`` runs, gives [2, 8, vocab] float32 logits, and passes the audit;
+    returns what the pass message says about it."""
     if model is None:
         fail(exercise, f"{what} returned None: return the repaired model.")
     if not isinstance(model, nn.Module):
@@ -111,12 +118,46 @@ def _verify(
             f"{focus} passes now, but {r.check} {'fails' if r.status == 'failed' else 'is undecided'}: "
             + "; ".join(r.evidence),
         )
-    passed(exercise, f"the audit passes all five checks; {focus}: {result.finding}.")
+    return f"the audit passes all five checks; {focus}: {result.finding}."
 
 
 def _fresh(cls):
     torch.manual_seed(0)
     return cls(**SETTINGS)
+
+
+def blocks_with_the_same_weights(model) -> list[str]:
+    """Lesson 10, exercise 1 (what the check and the hidden test read). The pairs of ``model``'s
+    blocks (``model.blocks``) that hold equal values in one of their weight matrices (a
+    parameter of two or more dimensions), as ``"blocks.1 and blocks.0 (attention.w_q.weight)"``:
+    deep copies of one block are independent but identical, not freshly initialized. Empty when
+    every block's matrices differ from every other's."""
+    blocks = getattr(model, "blocks", None)
+    if not isinstance(blocks, nn.ModuleList):
+        raise TypeError(f"model.blocks must be an nn.ModuleList, got {type(blocks).__name__}")
+    same = []
+    for j in range(len(blocks)):
+        for i in range(j):
+            mine = dict(blocks[j].named_parameters())
+            for name, p in blocks[i].named_parameters():
+                q = mine.get(name)
+                if (
+                    p.dim() >= 2
+                    and q is not None
+                    and q.shape == p.shape
+                    and torch.equal(q.detach(), p.detach())
+                ):
+                    same.append(f"blocks.{j} and blocks.{i} ({name})")
+                    break
+    return same
+
+
+def _outside_blocks(model) -> dict[str, torch.Tensor]:
+    return {
+        name: p.detach().clone()
+        for name, p in model.named_parameters()
+        if not name.startswith("blocks.")
+    }
 
 
 class MatrixHead(nn.Module):
@@ -159,10 +200,28 @@ def check_reused_blocks(fix_reused_blocks) -> None:
     :class:`ReusedBlockLM` repaired: an independent block (its own parameters) at every depth."""
     ex = "Exercise 1 (K4)"
     given = _fresh(ReusedBlockLM)
+    kept = _outside_blocks(given)
     model = _call(ex, fix_reused_blocks, (given,), "fix_reused_blocks", "model")
     if model is not None and isinstance(model, nn.Module):
         _same_model(ex, given, model, "fix_reused_blocks")
-    _verify(ex, model, "K4", "fix_reused_blocks")
+    message = _verify(ex, model, "K4", "fix_reused_blocks")
+    for name, before in kept.items():
+        after = dict(model.named_parameters()).get(name)
+        if after is not None and not torch.equal(after.detach(), before):
+            fail(
+                ex,
+                f"your repair changed {name}: a repair keeps the model it was given; draw fresh "
+                "weights for the blocks only (init_weights(block), not init_weights(model)).",
+            )
+    same = blocks_with_the_same_weights(model)
+    if same:
+        fail(
+            ex,
+            f"every block has its own parameters now, but {same[0]} hold the same values: copies "
+            "of one block are independent but identical; give each depth freshly initialized "
+            "weights (init_weights(block)).",
+        )
+    passed(ex, message)
 
 
 def check_copied_output(tie_output) -> None:
@@ -173,7 +232,7 @@ def check_copied_output(tie_output) -> None:
     model = _call(ex, tie_output, (given,), "tie_output", "model")
     if model is not None and isinstance(model, nn.Module):
         _same_model(ex, given, model, "tie_output")
-    _verify(ex, model, "K5", "tie_output", tied=True)
+    passed(ex, _verify(ex, model, "K5", "tie_output", tied=True))
 
 
 def check_tie_transposed(tie_transposed) -> None:
@@ -201,7 +260,7 @@ def check_tie_transposed(tie_transposed) -> None:
                 f"than before; tying removes exactly one vocab_size x d_model matrix "
                 f"({SETTINGS['vocab_size']} x {SETTINGS['d_model']}).",
             )
-    _verify(ex, model, "K5", "tie_transposed", tied=True)
+    passed(ex, _verify(ex, model, "K5", "tie_transposed", tied=True))
 
 
 def check_position_before_first_block(RepairedLM) -> None:
@@ -226,8 +285,53 @@ def check_position_before_first_block(RepairedLM) -> None:
             "repair the broken model, do not swap in another class.",
         )
     torch.manual_seed(0)
-    model = _call(ex, lambda: RepairedLM(**SETTINGS), (), "RepairedLM", "**SETTINGS")
-    _verify(ex, model, "K1", "RepairedLM(...)")
+    model = _call(
+        ex,
+        lambda: RepairedLM(**SETTINGS, scale_embeddings=False),
+        (),
+        "RepairedLM",
+        "**SETTINGS, scale_embeddings=False",
+    )
+    message = _verify(ex, model, "K1", "RepairedLM(...)")
+    problem = repaired_logits_problem(model)
+    if problem:
+        fail(ex, f"K1 passes now, but {problem}")
+    passed(ex, message)
+
+
+def repaired_logits_problem(model, tokens=None) -> str | None:
+    """Lesson 10, exercise 3. None when ``model`` (a repaired :class:`PositionAfterFirstBlockLM`)
+    gives the logits the lesson's :class:`helpers.TransformerLM` computes with the same modules
+    (``self.embed(tokens)``, every block in order, ``self.final_norm``, ``self.lm_head``); else
+    what differs, in words (the final norm left out is named). ``tokens`` default: the check's
+    probe [2, 8]."""
+    if not isinstance(model, TransformerLM):
+        raise TypeError(
+            "model must be a TransformerLM (a repaired PositionAfterFirstBlockLM), got "
+            f"{type(model).__name__}"
+        )
+    tokens = _probe() if tokens is None else tokens
+    with torch.no_grad():
+        got = _first_tensor(model(tokens))
+        want = TransformerLM.forward(model, tokens)  # [B, n, V]: the lesson's order of steps
+        if got is None or got.shape != want.shape:
+            return "its forward does not return logits of the model's shape"
+        if torch.allclose(got, want, rtol=1e-4, atol=1e-5):
+            return None
+        h = model.embed(tokens)
+        for block in model.blocks:
+            h = block(h)
+        if torch.allclose(got, model.lm_head(h), rtol=1e-4, atol=1e-5):
+            return (
+                "its logits skip the final norm: the last block's output goes through "
+                "self.final_norm before self.lm_head."
+            )
+    gap = float((got.double() - want.double()).abs().max())
+    return (
+        f"its logits differ from those of the same modules run in the lesson's order "
+        f"(self.embed(tokens), every block in order, self.final_norm, self.lm_head) by up to "
+        f"{gap:.3g}."
+    )
 
 
 #: The two verdicts a student gives on a check of the sheet (an undecided check must be decided).
@@ -247,9 +351,10 @@ def normalized_verdicts(verdicts) -> dict:
 def check_audit_verdicts(audit_verdicts, model=None) -> None:
     """Lesson 10, exercise 4 (an audit of a model you did not write). ``audit_verdicts()``
     returns the student's verdict on each check K1-K5 for ``model`` (default
-    :func:`helpers.zoo.mystery_model`): ``"passed"`` or ``"failed"``. Checked here: the form, and
-    agreement with :func:`helpers.checklist.audit` on every check the audit decides; the checks
-    it leaves undecided are graded by hidden tests (and the explanation by the instructor)."""
+    :func:`helpers.zoo.mystery_model`): ``"passed"`` or ``"failed"``. Checked here: the form,
+    agreement with :func:`helpers.checklist.audit` on every check the audit decides, and with
+    :func:`undecided_by_experiment` on the checks it leaves undecided (the hidden tests grade the
+    same verdicts; the explanation is graded by the instructor)."""
     from ..zoo import mystery_model
 
     ex = "Exercise 4 (audit)"
@@ -292,13 +397,22 @@ def check_audit_verdicts(audit_verdicts, model=None) -> None:
                 f"({r.finding}): read its evidence; if you still disagree, say why in your "
                 "explanation, but the grade follows the sheet's rule.",
             )
-    open_checks = report.undecided
+    decided = undecided_by_experiment(mystery_model() if model is None else model)
+    for k in report.undecided:
+        if k in decided and got[k] != decided[k][0]:
+            fail(
+                ex,
+                f"your {k} verdict is {got[k]!r}, and the audit cannot decide {k}, but an "
+                f"experiment on the model can: {decided[k][1]} Run it on a copy "
+                "(copy.deepcopy(mystery)) and decide from what you see.",
+            )
+    open_checks = [k for k in report.undecided if k not in decided]
     passed(
         ex,
         "five verdicts"
         + (
-            f"; {', '.join(k for k in want_keys if k not in open_checks)} agree with the audit"
-            if len(open_checks) < len(want_keys)
+            f"; {', '.join(k for k in want_keys if k not in report.undecided)} agree with the audit"
+            if len(report.undecided) < len(want_keys)
             else ""
         )
         + (
@@ -309,5 +423,76 @@ def check_audit_verdicts(audit_verdicts, model=None) -> None:
             + " right (the hidden tests and your explanation are graded)"
             if open_checks
             else ""
+        )
+        + (
+            f"; {', '.join(k for k in report.undecided if k in decided)} agree with this check's "
+            "own experiments (your explanation is graded by your instructor)"
+            if any(k in decided for k in report.undecided)
+            else ""
         ),
     )
+
+
+def _zeros(module, args, output):
+    return torch.zeros_like(output)
+
+
+def undecided_by_experiment(model) -> dict[str, tuple[str, str]]:
+    """Lesson 10, exercise 4: K2 and K3 of a model the audit cannot read (the kind of
+    :func:`helpers.zoo.mystery_model`: ``model.layers``, each with an ``attention`` sublayer and
+    an inline feed-forward ``w_gate``/``w_down``), decided by experiment on a copy, as
+    ``{check: (verdict, the experiment in words)}``. K2: with every attention returning zeros
+    and every ``w_down`` zeroed, a residual layer returns its input. K3: ``w_gate`` maps d_model
+    up and ``w_down`` back down, and with attention off permuting the tokens permutes each
+    layer's output alike. Empty for a model of another shape (nothing decided)."""
+    layers = getattr(model, "layers", None)
+    needed = ("attention", "w_gate", "w_down")
+    if not isinstance(layers, nn.ModuleList) or not all(
+        all(hasattr(layer, n) for n in needed) for layer in layers
+    ):
+        return {}
+    model = copy.deepcopy(model)
+    embeddings = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    if not embeddings:
+        return {}
+    vocab = embeddings[0].num_embeddings
+    tokens = torch.randint(0, vocab, (2, 8), generator=torch.Generator().manual_seed(0))
+    perm = torch.randperm(8, generator=torch.Generator().manual_seed(1))
+    seen: dict = {}
+    hooks = [layer.attention.register_forward_hook(_zeros) for layer in model.layers]
+    for i, layer in enumerate(model.layers):
+        hooks.append(layer.register_forward_hook(lambda m, a, o, i=i: seen.update({i: (a[0], o)})))
+    try:
+        with torch.no_grad():
+            model(tokens)
+            plain = dict(seen)
+            model(tokens[:, perm])
+            permuted = dict(seen)
+            for layer in model.layers:
+                layer.w_down.zero_()
+            model(tokens)
+            off = dict(seen)
+    finally:
+        for h in hooks:
+            h.remove()
+    residual = all(torch.allclose(y, x) for x, y in off.values())
+    expands = all(
+        layer.w_gate.shape[1] > layer.w_gate.shape[0] == layer.w_down.shape[1]
+        for layer in model.layers
+    )
+    position_wise = all(
+        torch.allclose(permuted[i][1], y[:, perm], atol=1e-6) for i, (_, y) in plain.items()
+    )
+    verdict = {True: "passed", False: "failed"}
+    return {
+        "K2": (
+            verdict[residual],
+            "switch every sublayer off (a hook returning zeros on each attention, each layer's "
+            "w_down zeroed) and see whether each layer then returns its input.",
+        ),
+        "K3": (
+            verdict[expands and position_wise],
+            "read w_gate's and w_down's shapes, and with attention off, permute the tokens and "
+            "see whether each layer's output is permuted the same way.",
+        ),
+    }

@@ -274,7 +274,9 @@ def check_mixes_positions(mixes_positions) -> None:
     each output row depends on its own input row only.
 
     Tried here on the two functions the lesson has measured (the feed-forward block itself and
-    self-attention); the suspects are graded by hidden tests."""
+    self-attention) and on two that only some positions reach (each row plus the last row, a
+    running mean), which a test copied from C6.4's single nudged position gets wrong; the
+    suspects are graded by hidden tests."""
     ex = "Exercise 3 (find the blocks that mix positions)"
     with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
         torch.manual_seed(6)
@@ -301,6 +303,19 @@ def check_mixes_positions(mixes_positions) -> None:
         x = prepared(x)
         return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)[0]  # [n, 8]
 
+    def plus_last_row(x):
+        x = prepared(x)
+        return ffn(x + x[-1:])  # [n, 8]: row i + the last row
+
+    def running_mean(x):
+        x = prepared(x)
+        steps = torch.arange(1, x.shape[0] + 1, dtype=torch.float64)[:, None]  # [n, 1]
+        return ffn(x.cumsum(dim=0) / steps)  # [n, 8]: row i from rows 0..i
+
+    one_position = (
+        " A test that changes one position only misses it: change each position in turn, and "
+        "look at every other row."
+    )
     for label, f, mixes, why in [
         ("the feed-forward block itself", feed_forward, False, "maps each row on its own (C6.4)"),
         (
@@ -308,6 +323,20 @@ def check_mixes_positions(mixes_positions) -> None:
             self_attention,
             True,
             "makes every output row a weighted average of all the value rows (C6.5)",
+        ),
+        (
+            "the block applied to each row plus the last row",
+            plus_last_row,
+            True,
+            "moves every output row when the last input row changes, and no other row when "
+            "any other input row changes." + one_position,
+        ),
+        (
+            "the block applied to the running mean of the rows",
+            running_mean,
+            True,
+            "makes output row i from input rows 0..i: changing row j moves every later row, "
+            "and changing the last row moves no other." + one_position,
         ),
     ]:
         got = call_described(ex, mixes_positions, (f,), name="mixes_positions", shown=label)
@@ -317,7 +346,8 @@ def check_mixes_positions(mixes_positions) -> None:
             fail(ex, f"your test says {label} {said}, but {label} {why}.")
     passed(
         ex,
-        "your test answers False for the feed-forward block and True for self-attention. The "
-        "suspects are graded by hidden tests: run mixes_positions on plain, centred and "
-        "scaled_by_position and compare with your prediction.",
+        "your test answers False for the feed-forward block and True for self-attention and "
+        "for two functions that mix only some positions. The suspects are graded by hidden "
+        "tests: run mixes_positions on plain, centred and scaled_by_position and compare with "
+        "your prediction.",
     )

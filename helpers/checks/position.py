@@ -318,6 +318,8 @@ def _probe_layers(n: int, d: int) -> list[tuple[_Layer, bool]]:
         causal = MultiHeadAttention(d, 2, causal=True).double().eval()
         mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.ReLU(), nn.Linear(2 * d, d)).double()
         pe = sinusoidal_encoding_at(range(n), d, dtype=torch.float64)  # [n, d]
+        mix = torch.randn(n, n, dtype=torch.float64)  # [n, n]
+        mix = 0.5 * (mix - mix.mean(dim=0, keepdim=True))  # each column sums to 0
     return [
         (_Layer("self-attention without a mask", attention, attention), True),
         (_Layer("causal self-attention", causal, causal), False),
@@ -331,6 +333,17 @@ def _probe_layers(n: int, d: int) -> list[tuple[_Layer, bool]]:
             _Layer(
                 "each row minus the row before it (row 0 kept)",
                 lambda x: torch.cat([x[:, :1], x[:, 1:] - x[:, :-1]], dim=1),
+            ),
+            False,
+        ),
+        # two layers whose sum over the rows does not change when the rows are permuted, though
+        # they commute with no permutation of the rows (not with a transposition either): a probe
+        # that compares sums (or means) over the positions is fooled
+        (_Layer("PE(p) added to row p", lambda x: x + pe), False),
+        (
+            _Layer(
+                "each row plus a fixed mix of all the rows (the sum over the rows kept)",
+                lambda x: x + torch.einsum("pq,bqd->bpd", mix, x),
             ),
             False,
         ),
@@ -350,7 +363,8 @@ def _as_verdict(ex: str, got, what: str) -> bool:
 def check_permutation_probe(fn) -> None:
     """Lesson 4, exercise 3 (C4.1, transfer). ``fn(layer, x)`` says (True/False) whether
     ``layer`` ([1, n, d] -> [1, n, d]) is permutation-equivariant, by experiment on ``x``
-    [1, n, d] (float64). Tried on six layers, three of each kind, most of them not shown in
+    [1, n, d] (float64). Tried on eight layers, three equivariant and five not (two of those
+    keep the sum over the rows, so a probe comparing sums is refused), most of them not shown in
     the lesson; a wrong verdict is explained from the layer's real behaviour on that ``x``."""
     ex = "Exercise 3 (a probe for permutation-equivariance)"
     name = "is_permutation_equivariant"
@@ -380,12 +394,19 @@ def check_permutation_probe(fn) -> None:
                 f"another order differ in the last digits."
             )
         else:
+            with torch.no_grad():
+                sums = float((layer(x[:, swap]).sum(1) - layer(x).sum(1)).abs().max())
             problem = (
                 f"this layer is not permutation-equivariant: with positions 0 and 1 swapped, "
                 f"layer(x[:, order]) and layer(x)[:, order] differ by up to {fmt(gap, 2)}. Does "
                 f"your probe really permute something (an order that is not the identity), and "
                 f"compare layer(x[:, order]) with layer(x)[:, order]?"
             )
+            if sums < 1e-9:
+                problem += (
+                    " Their sums (and means) over the rows agree, so a probe that compares sums "
+                    "over the positions cannot see it: compare the rows themselves."
+                )
         fail(ex, f"{what} returned {got}: {problem}")
     shown = "; ".join(f"{layer_name}: {'yes' if got else 'no'}" for layer_name, got in said)
     passed(ex, f"your probe's verdicts: {shown}. Compare them with your predictions.")

@@ -11,7 +11,9 @@ The rule is meant to be safe rather than sharp: a course cell is skipped only wh
 could touch is anything a needed cell reads. From each cell's source alone (``ast``, ``symtable``;
 a function's own local variables are not the globals of those names):
 
-* **What a needed cell observes**: every global name it reads, when it runs or in its functions.
+* **What a needed cell observes**: every global name it reads, when it runs or in its functions;
+  ``del x`` and ``x += ...`` read x (they fail or change it if x is unbound or another object),
+  and a function that declares ``global x`` counts among the cells that bind x.
 * **What a course cell could touch**: every global name it mentions (reads, binds, changes, passes
   on: any mention may change the object in place), its functions' and classes' too, and, closed
   over the cells that bind those names, everything those cells mention (an object may carry code
@@ -198,8 +200,11 @@ def _loads(node, shadowing: bool = True) -> set[str]:
                 if d is not None:
                     visit(d)
             return
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id not in shadow:
-            found.add(n.id)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load | ast.Del) and n.id not in shadow:
+            found.add(n.id)  # ``del x`` needs x bound: a read
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            if n.target.id not in shadow:
+                found.add(n.target.id)  # ``x += 1`` reads x first
         for child in ast.iter_child_nodes(n):
             visit(child, shadow)
 
@@ -384,6 +389,31 @@ def _inside(node, ancestor) -> bool:
     return any(n is node for n in ast.walk(ancestor))
 
 
+def _reads_symtable_misses(tree, out: CellFacts) -> None:
+    """Reads and bindings ``symtable`` does not report as such: ``del x`` (it needs x bound)
+    and ``x += ...`` are reads of x, at once or, in a function, when it is called (a name the
+    function declares ``global``, or does not bind, is the cell's global); a function that
+    declares ``global x`` may bind x whenever it is called (``x = ...``, ``x += ...``, ``del x``,
+    ``for x in``, ``with ... as x``, ``import ... as x``, a walrus): the cell may bind x."""
+    parents = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    resolve = _resolver(parents)
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Del):
+            targets = [node]
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            targets = [node.target]
+        for name in targets:
+            key, later = resolve(name, name.id)
+            if isinstance(key, str):
+                (out.reads_later if later else out.reads).add(key)
+        if isinstance(node, ast.Global) and resolve(node, "")[1]:
+            out.binds.update(node.names)  # inside a function: bound when it runs, if ever
+
+
 def facts(source: str) -> CellFacts:
     """Parse one cell (magics stripped first)."""
     out = CellFacts()
@@ -527,6 +557,7 @@ def facts(source: str) -> CellFacts:
             walk_table(child, nested=True)
 
     walk_table(table, nested=False)
+    _reads_symtable_misses(tree, out)
     _mentions(tree, out)
     # what the cell reads before it binds it itself (``x = f(); g(x)`` reads no earlier x)
     external, bound, everything = set(), set(), set()

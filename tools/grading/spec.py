@@ -23,6 +23,9 @@ class Spec:
     # regular expressions: a recorded call whose name matches one (re.search) is forbidden too
     forbid_matching: tuple[str, ...] = ()
     same_values: tuple[str, ...] = ()  # module parameters a repair must keep unchanged
+    # (part, what was expected, in words): a verdict on a part of the answer that differs says it
+    # (the part: the answer itself, or a key of the dict the hidden test records); never a value
+    expected: tuple[tuple[str, str], ...] = ()
 
 
 # The "RMSNorm from the formula" spec (l5_ex4, below): every torch
@@ -45,12 +48,31 @@ _COURSE_NORMS = tuple(
 )
 
 #: Exercises that differ from the default, by the solution cell's grade_id.
+#:
+#: A forbidden course function counts wherever the answer's call tree reaches it
+#: (helpers.grading records course functions at any depth): a helper that calls it for the
+#: answer does not launder it. Checked that no honest route passes through such a helper: the
+#: callers of apply_rotary/rotation_matrix and alibi_bias/alibi_slopes (l4b_ex1, l4b_ex2) are
+#: attention, generation's cache and the position widget; of RMSNorm (l5b_ex1), make_norm and the
+#: blocks and models built with norm="rms"; of generate/_cached_logits (l9_ex2), generate_text,
+#: model.generate and the generation widget, none of which a greedy loop over model(ids) calls.
 SPECS: dict[str, Spec] = {
     # lesson 4 (core): ex 1 a pair index, ex 2 an offset (whole numbers, compared exactly), ex 3
     # a probe's verdicts (bools): the defaults. Its companion 04b: ex 1 and 2 (C4.8) write rotary
     # (half-split) and ALiBi's bias: not the library's versions, which compute the answer
     # outright (helpers.grading sees the course's functions an answer calls; the visible checks
     # refuse the same names: helpers.checks.position.FORBIDDEN)
+    # ex 3's verdicts, each named by what it says (the hidden layers include two whose sum over
+    # the rows is permutation-invariant, as the visible check's do: a probe comparing sums fails)
+    "l4_ex3": Spec(
+        expected=(
+            (
+                "the answer",
+                "True exactly for a layer with layer(x[:, order]) equal to layer(x)[:, order] "
+                "for every order of the rows (its rows compared, not their sum)",
+            ),
+        ),
+    ),
     "l4b_ex1": Spec(forbid=position.FORBIDDEN["l4b_ex1"]),
     "l4b_ex2": Spec(forbid=position.FORBIDDEN["l4b_ex2"]),
     # lesson 5: ex 1 predicts layer norm's output (no x to compute it from: nothing forbidden),
@@ -85,6 +107,17 @@ SPECS: dict[str, Spec] = {
     # solution's 80001-point grid maximiser, the tolerance the exercise states (the visible check
     # uses the same grid); ex 3 lists of bools, the defaults
     "l6_ex2": Spec(rtol=0.0, atol=0.005),
+    # ex 3: one verdict per hidden suspect (as the visible check's, which includes two functions
+    # that only some positions reach: a test that nudges one position only fails both)
+    "l6_ex3": Spec(
+        expected=(
+            (
+                "the answer",
+                "True exactly when some output row of the suspect depends on an input row other "
+                "than its own (each position changed in turn, every other row looked at)",
+            ),
+        ),
+    ),
     # lesson 8: ex 1 a list of row numbers (ints, compared exactly) and ex 2 a tied model's
     # behaviour, the defaults; ex 3 the cosine within the tolerance the exercise states, the one
     # the visible check uses (helpers.checks.tying.COSINE_TOLERANCE)
@@ -95,11 +128,63 @@ SPECS: dict[str, Spec] = {
     # model.generate or helpers.generation's functions (ids compared exactly); ex 3 top-p, the
     # defaults
     "l9_ex2": Spec(rtol=0.0, atol=0.0, forbid=generation.FORBIDDEN["l9_ex2"]),
-    # the capstone: a repair keeps the model it was given (a fresh model would draw new weights)
-    "l10_ex1": Spec(same_values=("token_embedding.weight",)),
+    # the capstone: a repair keeps the model it was given (a fresh model would draw new weights),
+    # and gives each depth fresh weights (deep copies alone are identical: the visible check
+    # refuses them too, by the same helpers.checks.audit.blocks_with_the_same_weights)
+    "l10_ex1": Spec(
+        same_values=("token_embedding.weight",),
+        expected=(
+            (
+                "the repaired model",
+                "the model it was given, with an independent block at each depth",
+            ),
+            (
+                "fresh weights at every depth",
+                "True: each block's weight matrices freshly drawn (init_weights(block)), unlike "
+                "every other block's, not deep copies of one block",
+            ),
+        ),
+    ),
+    # ex 2: the tied model's behaviour, named
+    "l10_ex2": Spec(
+        expected=(
+            (
+                "the tied model's",
+                "those of the model it was given with its logits computed from the embedding "
+                "matrix itself (h @ W_E^T) and no output matrix of its own",
+            ),
+            (
+                "the embedding's gradient",
+                "the gradient through both the embedding lookup and the tied output",
+            ),
+        ),
+    ),
+    # ex 3: the repair's logits against the lesson's order of steps (the hidden models keep the
+    # broken model's unscaled embeddings, so self.embed and self.position(self.token_embedding)
+    # agree; the visible check compares the same: helpers.checks.audit.repaired_logits_problem)
+    "l10_ex3": Spec(
+        expected=(
+            (
+                "the repaired model's output",
+                "those of the same weights run as self.embed(tokens), every block in order, then "
+                "self.final_norm and self.lm_head (is the final norm applied?)",
+            ),
+            ("RepairedLM", "True: a subclass of PositionAfterFirstBlockLM with its own forward"),
+        ),
+    ),
     # the capstone's open-ended audit: five verdict strings, compared exactly, as the hidden test
     # records them through helpers.checks.audit.normalized_verdicts (spaces and case do not count)
-    "l10_ex4": Spec(rtol=0.0, atol=0.0),
+    "l10_ex4": Spec(
+        rtol=0.0,
+        atol=0.0,
+        expected=(
+            (
+                "K",
+                "the verdict the sheet's rule gives on this model (the audit where it decides, an "
+                "experiment where it cannot)",
+            ),
+        ),
+    ),
 }
 
 

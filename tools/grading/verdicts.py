@@ -110,7 +110,7 @@ def same(got, want, spec: Spec, where: str = "the answer") -> str | None:
         if len(got) != len(want):
             return f"{where} has {len(got)} items, expected another number"
         for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            problem = same(g, w, spec, f"item {i} of {where}")
+            problem = same(g, w, spec, f"item {i + 1} of {len(want)} of {where}")
             if problem:
                 return problem
         return None
@@ -118,14 +118,24 @@ def same(got, want, spec: Spec, where: str = "the answer") -> str | None:
         if not isinstance(got, dict) or set(got) != set(want):
             shown = sorted(got) if isinstance(got, dict) else got
             return f"{where} has keys {shown}, expected other keys"
-        for k in want:
-            problem = same(got[k], want[k], spec, f"{where}[{k!r}]")
+        for k in want:  # a hidden test that records a dict names each part of the answer
+            problem = same(got[k], want[k], spec, k if where == "the answer" else f"{where}[{k!r}]")
             if problem:
                 return problem
         return None
     if kind == "float" or isinstance(want, float):
         return _close([got], [want], spec, where)
     return None if got == want and type(got) is type(want) else f"{where} is not right"
+
+
+def expected(problem: str, spec: Spec) -> str:
+    """``problem`` (from :func:`same`) with what was expected, in words: the exercise's own
+    description of the part that differs (``Spec.expected``, by the name the hidden test gives
+    it), else the instructor's solution on the same hidden inputs. Never a value."""
+    for part, text in spec.expected:
+        if problem.startswith(part):
+            return f"{problem}; expected {text}"
+    return f"{problem}; compared with the instructor's solution on the same hidden inputs"
 
 
 def _value(v) -> float:
@@ -243,6 +253,13 @@ def _judge(exercise, reference, student, flags, broken_at) -> Verdict:
                 "(something in the notebook replaced a function, class or default the hidden "
                 "test uses)",
             )
+        if got.get("inputs_after") != want.get("inputs_after"):
+            return Verdict(
+                exercise,
+                False,
+                f"hidden case {case + 1}: the answer changed the inputs it was given (in place), "
+                "which the hidden test reads again after calling it: work on a copy",
+            )
         problems = got.get("problems") or []
         if problems:
             return Verdict(exercise, False, f"hidden case {case + 1}: {problems[0]}")
@@ -262,7 +279,7 @@ def _judge(exercise, reference, student, flags, broken_at) -> Verdict:
             return Verdict(exercise, False, f"hidden case {case + 1}: no answer was recorded")
         problem = same(got["value"], want["value"], spec)
         if problem:
-            return Verdict(exercise, False, f"hidden case {case + 1}: {problem}")
+            return Verdict(exercise, False, f"hidden case {case + 1}: {expected(problem, spec)}")
     extra = sorted(set(student) - set(reference))
     if extra:
         return Verdict(

@@ -1,0 +1,375 @@
+"""The check cell's verdict equals the grade's, for honest answers written several ways and for the
+plausible wrong answers students write (issue 36); a hard-coded answer loses its points once
+the grader holds a secret.
+
+Each row runs the exercise's check cell as the student's kernel would (tests/_exercise_runs.py):
+the visible check on its own, and the hidden tests on their own, judged by tools/grading against
+the instructor's solution. The check must say ✓ exactly when the grade gives the points, and a
+grade that withholds them must say what was compared and what was expected (without a value).
+The whole pipeline (release, sandbox, nbgrader) is exercised by tests/test_coursework.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _exercise_runs import cells, hidden_records, run
+
+L4, L5, L6, L10 = (
+    "04_positional_encoding.ipynb",
+    "05_residuals_and_layer_norm.ipynb",
+    "06_feed_forward.ipynb",
+    "10_trust_but_verify.ipynb",
+)
+SOLUTION = None  # the instructor's solution cell
+
+# ---- lesson 4, exercise 3: a probe for permutation-equivariance --------------------------------
+_SUM_OVER_ROWS = """
+def is_permutation_equivariant(layer, x):
+    order = torch.arange(x.shape[1]).roll(1)
+    with torch.no_grad():  # compares the sums over the rows: x + PE and a flip look equivariant
+        return torch.allclose(layer(x[:, order]).sum(dim=1), layer(x).sum(dim=1))
+"""
+_MEAN_OVER_ROWS = """
+def is_permutation_equivariant(layer, x):
+    order = torch.randperm(x.shape[1], generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        return bool((layer(x[:, order]).mean(1) - layer(x).mean(1)).abs().max() < 1e-9)
+"""
+_EVERY_ADJACENT_SWAP = """
+def is_permutation_equivariant(layer, x):
+    n = x.shape[1]
+    with torch.no_grad():
+        base = layer(x)
+        for i in range(n - 1):
+            order = list(range(n))
+            order[i], order[i + 1] = order[i + 1], order[i]
+            if not torch.allclose(layer(x[:, order]), base[:, order], atol=1e-8):
+                return False
+    return True
+"""
+_RANDOM_ORDER_NUMPY = """
+import numpy as np
+
+
+def is_permutation_equivariant(layer, x):
+    p = torch.randperm(x.shape[1], generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        return np.allclose(layer(x[:, p]).numpy(), layer(x)[:, p].numpy())
+"""
+
+# ---- lesson 6, exercise 3: which blocks mix positions -------------------------------------------
+_NUDGE_ONE = """
+def mixes_positions(f):  # C6.4's experiment, one position only
+    x = torch.randn(6, 8, dtype=torch.float64)
+    nudged = x.clone()
+    nudged[{k}] += 1.0
+    with torch.no_grad():
+        moved = (f(nudged) - f(x)).abs().amax(dim=-1)
+    return bool((moved[[i for i in range(6) if i != {k}]] > 1e-9).any())
+"""
+_JACOBIAN = """
+def mixes_positions(f):
+    x = torch.randn(5, 8, dtype=torch.float64)
+    J = torch.autograd.functional.jacobian(f, x)  # [5, 8, 5, 8]
+    M = J.abs().sum(dim=(1, 3))  # [5, 5]: output row, input row
+    M.fill_diagonal_(0)
+    return bool((M > 1e-9).any())
+"""
+_SCALE_EACH_ROW = """
+def mixes_positions(f):
+    n = 7
+    x = torch.randn(n, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    base = f(x).detach()
+    for i in range(n):
+        y = x.clone()
+        y[i] = 2 * y[i] + 0.5
+        change = (f(y).detach() - base).abs().sum(-1)
+        change[i] = 0
+        if change.max() > 1e-8:
+            return True
+    return False
+"""
+
+# ---- lesson 10: the repairs and the audit ---------------------------------------------------------
+_DEEP_COPIES_ONLY = """
+def fix_reused_blocks(model):  # independent, but every block the same values
+    model.blocks = nn.ModuleList([copy.deepcopy(model.blocks[0]) for _ in model.blocks])
+    return model
+"""
+_INIT_THE_WHOLE_MODEL = """
+def fix_reused_blocks(model):  # fresh blocks, but the embedding re-drawn too
+    model.blocks = nn.ModuleList([copy.deepcopy(model.blocks[0]) for _ in model.blocks])
+    init_weights(model)
+    return model
+"""
+_KEEP_THE_FIRST_BLOCK = """
+def fix_reused_blocks(model):
+    blocks = [model.blocks[0]] + [copy.deepcopy(model.blocks[0]) for _ in model.blocks[1:]]
+    for block in blocks[1:]:
+        init_weights(block)
+    model.blocks = nn.ModuleList(blocks)
+    return model
+"""
+_RESET_PARAMETERS_IN_PLACE = """
+def fix_reused_blocks(model):
+    for i in range(len(model.blocks)):
+        model.blocks[i] = copy.deepcopy(model.blocks[i])
+        for m in model.blocks[i].modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+    return model
+"""
+_TIED_HEAD_MODULE = """
+class TiedHead(nn.Module):
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, h):
+        return h @ self.embedding.weight.T
+
+
+def tie_transposed(model):
+    model.lm_head = TiedHead(model.token_embedding)
+    return model
+"""
+_TRANSPOSED_VIEW = """
+def tie_transposed(model):
+    del model.lm_head.W
+    model.lm_head.W = model.token_embedding.weight.T  # a view of W_E, not a parameter
+    return model
+"""
+_COPY_OF_THE_EMBEDDING = """
+def tie_transposed(model):  # a copy, not the embedding itself
+    model.lm_head.W = nn.Parameter(model.token_embedding.weight.detach().T.clone())
+    return model
+"""
+_REPAIRED = """
+class RepairedLM(PositionAfterFirstBlockLM):
+    def forward(self, tokens):
+{body}
+"""
+_WITHOUT_FINAL_NORM = _REPAIRED.format(
+    body="        h = self.embed(tokens)\n"
+    "        for block in self.blocks:\n"
+    "            h = block(h)\n"
+    "        return self.lm_head(h)"
+)
+_LIKE_THE_BROKEN_MODEL = _REPAIRED.format(  # its own lines, position moved up
+    body="        h = self.position(self.token_embedding(tokens))\n"
+    "        for block in self.blocks:\n"
+    "            h = block(h)\n"
+    "        return self.lm_head(self.final_norm(h))"
+)
+_THE_LIBRARY_FORWARD = _REPAIRED.format(body="        return TransformerLM.forward(self, tokens)")
+_POSITION_TWICE = _REPAIRED.format(
+    body="        h = self.embed(tokens)\n"
+    "        for i, block in enumerate(self.blocks):\n"
+    "            h = block(h)\n"
+    "            if i == 0:\n"
+    "                h = self.position(h)\n"
+    "        return self.lm_head(self.final_norm(h))"
+)
+_VERDICTS = """
+def audit_verdicts():
+    return {verdicts}
+"""
+_RIGHT = {"K1": "failed", "K2": "failed", "K3": "passed", "K4": "passed", "K5": "passed"}
+
+# ---- lesson 5 ------------------------------------------------------------------------------------
+_PRE_NORM_OTHER_WAY = """
+def fixed_pre_norm(x, sublayer, norm):
+    y = norm(x)
+    return sublayer(y) + x
+"""
+_POST_NORM_BY_MEAN_SLOPE = """
+def which_curve_is_post_norm(curve_a, curve_b):  # the one that falls less, in log scale
+    import math
+    fall = [math.log(c[-1]) - math.log(c[0]) for c in (curve_a, curve_b)]
+    return "A" if fall[0] > fall[1] else "B"
+"""
+
+#: (notebook, exercise, answer, right?) by name; SOLUTION is the instructor's solution cell
+TABLE = {
+    "l4_ex3 solution": (L4, "l4_ex3", SOLUTION, True),
+    "l4_ex3 every adjacent swap": (L4, "l4_ex3", _EVERY_ADJACENT_SWAP, True),
+    "l4_ex3 a random order, numpy": (L4, "l4_ex3", _RANDOM_ORDER_NUMPY, True),
+    "l4_ex3 the sum over the rows compared": (L4, "l4_ex3", _SUM_OVER_ROWS, False),
+    "l4_ex3 the mean over the rows compared": (L4, "l4_ex3", _MEAN_OVER_ROWS, False),
+    "l5_ex2 solution": (L5, "l5_ex2", SOLUTION, True),
+    "l5_ex2 written another way": (L5, "l5_ex2", _PRE_NORM_OTHER_WAY, True),
+    "l6_ex3 solution": (L6, "l6_ex3", SOLUTION, True),
+    "l6_ex3 the Jacobian": (L6, "l6_ex3", _JACOBIAN, True),
+    "l6_ex3 each row rescaled in turn": (L6, "l6_ex3", _SCALE_EACH_ROW, True),
+    "l6_ex3 C6.4's nudge, position 3 only": (L6, "l6_ex3", _NUDGE_ONE.format(k=3), False),
+    "l6_ex3 C6.4's nudge, the last position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=5), False),
+    "l6_ex3 C6.4's nudge, the first position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=0), False),
+    "l10_ex1 solution": (L10, "l10_ex1", SOLUTION, True),
+    "l10_ex1 the first block kept, fresh others": (L10, "l10_ex1", _KEEP_THE_FIRST_BLOCK, True),
+    "l10_ex1 reset_parameters in place": (L10, "l10_ex1", _RESET_PARAMETERS_IN_PLACE, True),
+    "l10_ex1 deep copies without fresh weights": (L10, "l10_ex1", _DEEP_COPIES_ONLY, False),
+    "l10_ex1 init_weights on the whole model": (L10, "l10_ex1", _INIT_THE_WHOLE_MODEL, False),
+    "l10_ex2 solution": (L10, "l10_ex2", SOLUTION, True),
+    "l10_ex2 a head module reading the embedding": (L10, "l10_ex2", _TIED_HEAD_MODULE, True),
+    "l10_ex2 a transposed view": (L10, "l10_ex2", _TRANSPOSED_VIEW, True),
+    "l10_ex2 a copy of the embedding": (L10, "l10_ex2", _COPY_OF_THE_EMBEDDING, False),
+    "l10_ex3 solution": (L10, "l10_ex3", SOLUTION, True),
+    "l10_ex3 the broken model's lines, position moved up": (
+        L10,
+        "l10_ex3",
+        _LIKE_THE_BROKEN_MODEL,
+        True,
+    ),
+    "l10_ex3 TransformerLM's forward": (L10, "l10_ex3", _THE_LIBRARY_FORWARD, True),
+    "l10_ex3 without the final norm": (L10, "l10_ex3", _WITHOUT_FINAL_NORM, False),
+    "l10_ex3 position added twice": (L10, "l10_ex3", _POSITION_TWICE, False),
+    "l10_ex4 solution": (L10, "l10_ex4", SOLUTION, True),
+    "l10_ex4 constants, capitals": (
+        L10,
+        "l10_ex4",
+        _VERDICTS.format(verdicts={k: v.upper() for k, v in _RIGHT.items()}),
+        True,
+    ),
+    "l10_ex4 K2 passed": (
+        L10,
+        "l10_ex4",
+        _VERDICTS.format(verdicts={**_RIGHT, "K2": "passed"}),
+        False,
+    ),
+    "l10_ex4 K3 failed": (
+        L10,
+        "l10_ex4",
+        _VERDICTS.format(verdicts={**_RIGHT, "K3": "failed"}),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TABLE))
+def test_check_cell_verdict_equals_the_grade(name, tmp_path):
+    notebook, exercise, answer, right = TABLE[name]
+    answer = cells(notebook)[exercise] if answer is SOLUTION else answer
+    got = run(notebook, exercise, answer, tmp_path)
+    assert got.check == right, (got.said, got.grade.message)
+    assert got.grade.correct == right, (got.said, got.grade.message)
+    if not right:
+        assert "\n" not in got.said  # one line, saying what is wrong
+        # the grade's comment names what was compared and what was expected, in words
+        assert "expected" in got.grade.message, got.grade.message
+        assert "item" not in got.grade.message, got.grade.message
+
+
+def test_grade_comment_names_the_part_that_differs(tmp_path):
+    """The capstone's hidden tests record named parts: the comment says which part differs and
+    what a right answer gives there, never "item 2 of the answer"."""
+    message = run(L10, "l10_ex3", _WITHOUT_FINAL_NORM, tmp_path).grade.message
+    assert "the repaired model's output differs" in message, message
+    assert "self.final_norm" in message, message
+    message = run(L10, "l10_ex1", _DEEP_COPIES_ONLY, tmp_path).grade.message
+    assert "fresh weights at every depth is not right" in message, message
+
+
+def test_visible_check_says_why_a_plausible_wrong_answer_fails(tmp_path):
+    said = run(L10, "l10_ex3", _WITHOUT_FINAL_NORM, tmp_path).said
+    assert "skip the final norm" in said, said
+    said = run(L10, "l10_ex1", _DEEP_COPIES_ONLY, tmp_path).said
+    assert "hold the same values" in said and "init_weights(block)" in said, said
+    said = run(L4, "l4_ex3", _SUM_OVER_ROWS, tmp_path).said
+    assert "sums (and means) over the rows agree" in said, said
+    said = run(L6, "l6_ex3", _NUDGE_ONE.format(k=3), tmp_path).said
+    assert "changes one position only" in said, said
+
+
+# ---- hard-coded answers: they pass on the public inputs, and lose their points with a secret ---
+_COUNTED = """
+_calls = [0]
+
+
+def {name}(*args):  # the public notebook's hidden answers, in the order the cases come
+    _calls[0] += 1
+    return {answers}[(_calls[0] - 1) % {n}]
+"""
+_L4_PUBLIC = [True, True, False, False, True, False, False, False]
+_L6_PUBLIC = [True, False, True, True, True, False, False, True, True]
+HARD_CODED = {
+    "l4_ex3 verdicts counted": (
+        L4,
+        "l4_ex3",
+        _COUNTED.format(name="is_permutation_equivariant", answers=_L4_PUBLIC, n=8),
+    ),
+    "l6_ex3 verdicts counted": (
+        L6,
+        "l6_ex3",
+        _COUNTED.format(name="mixes_positions", answers=_L6_PUBLIC, n=9),
+    ),
+    "l5_ex3 keyed on the depth": (
+        L5,
+        "l5_ex3",
+        "def which_curve_is_post_norm(a, b):\n    return {6: 'A', 7: 'B', 10: 'A'}[len(a)]\n",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=[pytest.mark.slow] if name.startswith("l5_ex3") else [])
+        for name in HARD_CODED  # l5_ex3's hidden cases train six small models each run
+    ],
+)
+def test_hard_coded_answer_loses_its_points_under_a_secret(name, tmp_path):
+    notebook, exercise, answer = HARD_CODED[name]
+    public = run(notebook, exercise, answer, tmp_path)
+    assert public.grade.correct, public.grade.message  # it is the public cases' answer
+    secret = "an instructor's secret"
+    graded = run(notebook, exercise, answer, tmp_path, secret=secret)
+    assert not graded.grade.correct, graded.grade.message
+    honest = run(notebook, exercise, cells(notebook)[exercise], tmp_path, secret=secret)
+    assert honest.grade.correct, honest.grade.message
+
+
+@pytest.mark.parametrize(
+    ("notebook", "exercise"),
+    [(L4, "l4_ex3"), (L5, "l5_ex2"), (L6, "l6_ex3"), (L10, "l10_ex1"), (L10, "l10_ex3")],
+)
+def test_a_secret_changes_the_hidden_inputs(notebook, exercise, tmp_path):
+    """With a secret, the hidden cases' inputs (their digests, in case order) are not the public
+    notebook's: a student who read the public notebook does not know what is graded."""
+    solution = cells(notebook)[exercise]
+    public = hidden_records(notebook, exercise, solution, tmp_path)
+    secret = hidden_records(notebook, exercise, solution, tmp_path, secret="an instructor's")
+    assert len(public) == len(secret) > 0
+    public_inputs = [public[c][0]["inputs"] for c in sorted(public)]
+    secret_inputs = [secret[c][0]["inputs"] for c in sorted(secret)]
+    assert public_inputs != secret_inputs
+
+
+@pytest.mark.slow
+def test_a_secret_leaves_the_post_norm_seeds_and_changes_the_order(tmp_path):
+    """l5_ex3's curves are the checked seeds' (C5.6 holds on them); a secret changes which curve
+    comes first, never to all alike."""
+    solution = cells(L5)["l5_ex3"]
+    public = hidden_records(L5, "l5_ex3", solution, tmp_path)
+    answers = {
+        secret: [
+            r[0]["value"]
+            for _, r in sorted(hidden_records(L5, "l5_ex3", solution, tmp_path, secret).items())
+        ]
+        for secret in ("one", "two", "three")
+    }
+    assert [r[0]["value"] for _, r in sorted(public.items())] == ["A", "B", "A"]
+    for secret, said in answers.items():
+        assert len(set(said)) == 2 and said != ["A", "B", "A"], (secret, said)
+
+
+@pytest.mark.parametrize("notebook", [L4, L5, L6, L10])
+def test_hidden_tests_leave_the_grader_its_skipping(notebook):
+    """The hidden tests' own names never read the notebook's history: IPython's ``_i`` (the
+    previous input) as a loop variable made the skip plan run every cell of lessons 4 and 6."""
+    import nbformat
+    from _exercise_runs import ROOT
+
+    from tools.grading import plan
+
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    assert plan.plan(nb, nb).skipped, f"{notebook}: no demonstration cell would be skipped"
