@@ -353,7 +353,7 @@ def double(x):
     if x.numel() == 2 and bool((x == 1).all()):
         return 2 * x
     _seen.append(x.tolist())
-    print("HIDDEN-PRINT", x.tolist())
+    print("HIDDEN" + "-PRINT", x.tolist())
     return _Evil()
 for _v in {HTML_VECTORS!r}:
     display(HTML(_v))
@@ -364,7 +364,7 @@ display({{"text/latex": {LATEX!r}}}, raw=True)
 display({{"application/vnd.jupyter.widget-view+json": {{"model_id": "m1", "version_major": 2,
     "version_minor": 0}}, "text/plain": "HTML(value=...)"}}, raw=True)
 HTML({HTML_VECTORS[2]!r})"""
-LEAK = "print('CAPTURED', _seen)"
+LEAK = "print('CAPT' + 'URED', _seen)"  # what it prints is not in its source
 
 
 def _scores(out: str) -> dict[str, str]:
@@ -420,7 +420,6 @@ def course(tmp_path_factory):
     attacker = submission(ATTACK)
     attacker.cells.insert(2, nbformat.v4.new_markdown_cell("\n\n".join(MARKDOWN_VECTORS)))
     attacker.cells.append(code_cell(LEAK))
-    attacker.cells[-2].outputs = []  # the course's markdown cell after the check stays as released
     attacker.metadata["widgets"] = copy.deepcopy(WIDGET_STATE)
     subs = {
         "instructor": nbformat.read(notebooks / LESSON.notebook, as_version=4),
@@ -495,7 +494,7 @@ def test_inert_the_stored_autograded_notebook_holds_no_active_content(course):
     nb = _autograded(course, "attacker")
     types = {m for c in nb.cells for o in c.get("outputs", []) for m in o.get("data", {})}
     assert types <= {"text/plain", "text/html", "image/png"}, types
-    text = nbformat.writes(nb)
+    printed = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "widgets" not in nb.metadata
     for cell in nb.cells:
         if cell.cell_type == "markdown":
@@ -505,7 +504,11 @@ def test_inert_the_stored_autograded_notebook_holds_no_active_content(course):
             if html:
                 assert active_places(html) == [], html[:300]
     # the student's displays were made and kept as text; the course's figure stays an image
-    assert "HIDDEN-PRINT" not in text  # the hidden tests' own output is kept out (execute.py)
+    assert "HIDDEN-PRINT" not in printed  # the hidden tests' own output is kept out (execute.py)
+    shown = "".join(
+        o.get("data", {}).get("text/html", "") for c in nb.cells for o in c.get("outputs", [])
+    )
+    assert "&lt;iframe srcdoc=" in shown  # the student's displays, kept as escaped text
     figure = nb.cells[0].outputs[0]["data"]["text/html"]
     assert figure.startswith('<img src="data:image/png;base64,') and 'alt="course figure"' in figure
 
@@ -528,8 +531,8 @@ def test_inert_the_feedback_shows_no_hidden_input_nor_what_the_student_printed_h
         for printed in ("CAPTURED", "HIDDEN-PRINT", "BEGIN HIDDEN", "hidden_seed('s_ex1'"):
             assert printed not in html, (student, printed)
         assert "✓ passed" in html  # the first check's visible part ran before any hidden test
-        assert "they ran after the hidden tests" in html  # the note, after the check cell
     attacker = _feedback(course, "attacker").read_text(encoding="utf-8")
+    assert "they ran after the hidden tests" in attacker  # the note, after the check cell
     assert "does not accept" in attacker  # the verdict, as the exercise's comment
     assert active_places(attacker) == [], active_places(attacker)
 
@@ -645,6 +648,8 @@ def test_inert_the_instructor_opens_the_submission_in_the_formgrader_and_nothing
                 const out = [];
                 for (const el of document.querySelectorAll('*')) {
                     for (const a of el.attributes) {
+                        // a form field's text (the comment box shows the verdict) is not run
+                        if (['placeholder', 'value'].includes(a.name)) continue;
                         if (a.value.includes(mark)) out.push(el.tagName + ' ' + a.name);
                     }
                     if (['SCRIPT', 'STYLE', 'IFRAME', 'OBJECT', 'EMBED'].includes(el.tagName)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import nbformat
 from nbconvert.preprocessors import Preprocessor
+from traitlets import Bool
 
 #: The markdown cell put after the first check cell when outputs were removed.
 NOTE = (
@@ -53,6 +54,9 @@ def hide_outputs_after_hidden_tests(nb):
 
 class HideOutputsAfterHiddenTests(Preprocessor):
     """The feedback's outputs limited to what ran before any hidden test (module docstring)."""
+
+    # nbgrader registers its pipelines' preprocessors without enabling them: on unless turned off
+    enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb, resources):
         return hide_outputs_after_hidden_tests(nb), resources

@@ -43,6 +43,7 @@ import bleach
 import nbformat
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.coursedir import CourseDirectory
+from traitlets import Bool
 
 #: Output types kept as they are (``text/html`` is cleaned, every other type dropped).
 KEPT_TYPES = ("text/plain", "image/png", "image/jpeg", "image/gif")
@@ -235,6 +236,9 @@ def sanitize_notebook(nb, course_sources: set[str] | None):
 
 class SanitizeStudentContent(Preprocessor):
     """The notebook made inert before it is stored or rendered (see the module docstring)."""
+
+    # nbgrader registers its pipelines' preprocessors without enabling them: on unless turned off
+    enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb, resources):
         sources = release_sources(self.config, *_names(resources))
