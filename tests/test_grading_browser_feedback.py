@@ -295,6 +295,29 @@ def test_sanitize_outputs_keep_text_images_and_clean_html_and_drop_the_rest():
     )
 
 
+def test_sanitize_the_lessons_own_outputs_read_the_same():
+    """Every HTML output the committed lessons store (figures with alt text, the audit's tables)
+    keeps its text and its images once cleaned; only widget views are dropped."""
+    checked = 0
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            for out in cell.get("outputs", []):
+                if "data" not in out:
+                    continue
+                data, kept = out["data"], inert_output(out)["data"]
+                assert set(data) - set(kept) <= {"application/vnd.jupyter.widget-view+json"}
+                if "text/html" not in data:
+                    continue
+                before = BeautifulSoup(data["text/html"], "html.parser")
+                after = BeautifulSoup(kept["text/html"], "html.parser")
+                assert after.get_text() == before.get_text(), (path.name, kept["text/html"][:300])
+                images = [(i.get("src"), i.get("alt")) for i in before.find_all("img")]
+                assert [(i.get("src"), i.get("alt")) for i in after.find_all("img")] == images
+                checked += 1
+    assert checked >= 10, checked
+
+
 def test_sanitize_refuses_what_is_not_a_notebook_output_or_text():
     with pytest.raises(TypeError, match="output must be an nbformat output"):
         inert_output({"data": {}})

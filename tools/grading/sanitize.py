@@ -10,8 +10,8 @@ a public site treats user HTML (an allowlist, never a blocklist):
 * outputs keep plain text (streams, errors, ``text/plain``), PNG, JPEG and GIF images given as
   base64 data, and ``text/html`` cleaned by bleach to a small allowlist of tags (tables, lists,
   emphasis, ``img`` whose ``src`` is a ``data:image/png|jpeg|gif`` URI, ``a`` with an http(s) or
-  mailto link), every attribute outside the allowlist (``on*``, ``style``, ``srcdoc``, ...)
-  removed and every other tag shown as text; any other type (``application/javascript``,
+  mailto link, ``style`` reduced to a few text and table properties), every attribute outside
+  the allowlist (``on*``, ``srcdoc``, ...) removed and every other tag shown as text; any other type (``application/javascript``,
   ``image/svg+xml``, ``text/markdown``, ``text/latex``, widget views, ...) is dropped, and an
   output left empty says what was removed; output metadata keeps only image sizes;
 * a markdown or raw cell whose source is not, verbatim, a cell of the released notebook (the
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import bleach
 import nbformat
+from bleach.css_sanitizer import CSSSanitizer
 from nbconvert.preprocessors import Preprocessor
 from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool
@@ -61,8 +62,16 @@ _SAFE_ID = re.compile(r"[A-Za-z0-9_\-]+")
 _BLANK = frozenset("\t\n\r ")
 
 
+#: CSS properties a ``style`` attribute keeps (layout of text and tables, colours: none can load
+#: anything, cover the page or run code); the others are removed by bleach's CSS sanitizer.
+CSS_PROPERTIES = frozenset(
+    "text-align vertical-align white-space color background-color font-size font-weight "
+    "font-style font-family margin padding border border-collapse width".split()
+)
+
+
 def _attribute_allowed(tag: str, name: str, value: str) -> bool:
-    if name == "title":
+    if name in ("title", "style"):
         return True
     if tag == "img":
         if name == "src":
@@ -85,6 +94,7 @@ def clean_html(html: str) -> str:
         tags=HTML_TAGS,
         attributes=_attribute_allowed,
         protocols={"http", "https", "mailto", "data"},
+        css_sanitizer=CSSSanitizer(allowed_css_properties=CSS_PROPERTIES),
         strip=False,
         strip_comments=True,
     )
