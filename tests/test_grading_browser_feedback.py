@@ -557,6 +557,7 @@ def test_inert_the_feedback_shows_no_hidden_input_nor_what_the_student_printed_h
     attacker = _feedback(course, "attacker").read_text(encoding="utf-8")
     assert "they ran after the hidden tests" in attacker  # the note, after the check cell
     assert "does not accept" in attacker  # the verdict, as the exercise's comment
+    assert 'href="https://example.org/guide"' in attacker  # the course's markdown keeps its link
     assert active_places(attacker) == [], active_places(attacker)
 
 
@@ -684,6 +685,9 @@ def test_inert_the_instructor_opens_the_submission_in_the_formgrader_and_nothing
         )
         body = page.inner_text("body")
         figures = page.evaluate("document.querySelectorAll('img[alt=\"course figure\"]').length")
+        links = page.evaluate(
+            "document.querySelectorAll('a[href=\"https://example.org/guide\"]').length"
+        )
         page.close()
     finally:
         browser.close()
@@ -697,4 +701,5 @@ def test_inert_the_instructor_opens_the_submission_in_the_formgrader_and_nothing
     }
     assert not any(ran.values()), ran
     # the student's attempts are visible to the instructor, as text; the course's figure is shown
-    assert "onerror" in body and figures >= 1
+    # and the course's own markdown keeps its link
+    assert "onerror" in body and figures >= 1 and links == 1, (figures, links)
