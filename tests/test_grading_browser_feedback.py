@@ -26,6 +26,7 @@ import base64
 import contextlib
 import copy
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -271,6 +272,11 @@ def test_sanitize_a_markdown_cell_the_student_wrote_has_no_link_image_or_html():
         soup = BeautifulSoup(html, "html.parser")
         assert [t.name for t in soup.find_all(True) if t.name not in ("p",)] == [], (vector, html)
         assert MARK in soup.get_text(), html  # shown, as text
+    # MathJax's \href makes a link inside math, where markdown leaves the text alone
+    for math in (r"$\href{javascript:alert(1)}{x}$", "$\\href{JavaScript\t :alert(1)}{x}$"):
+        assert not re.search(
+            r"j\s*a\s*v\s*a\s*s\s*c\s*r\s*i\s*p\s*t\s*:", inert_markdown(math), re.I
+        )
 
 
 def test_sanitize_outputs_keep_text_images_and_clean_html_and_drop_the_rest():
@@ -391,8 +397,6 @@ LEAK = "print('CAPT' + 'URED', _seen)"  # what it prints is not in its source
 
 
 def _scores(out: str) -> dict[str, str]:
-    import re
-
     return dict(re.findall(r"^(\w+): (\d+/\d+)", out, flags=re.M))
 
 

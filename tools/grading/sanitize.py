@@ -59,6 +59,11 @@ HTML_TAGS = frozenset(
 _IMAGE_DATA = re.compile(r"data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]+", re.I)
 _LINK = re.compile(r"(https?://|mailto:|#)[^\s\"'<>`]*", re.I)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_\-]+")
+#: A script URL's scheme, as browsers read it (case and ASCII whitespace ignored): MathJax's
+#: ``\href`` in a student's math makes links markdown never sees.
+_SCRIPT_SCHEME = re.compile(
+    r"(" + r"\s*".join("javascript") + r"|" + r"\s*".join("vbscript") + r")\s*:", re.I
+)
 _BLANK = frozenset("\t\n\r ")
 
 
@@ -103,11 +108,14 @@ def clean_html(html: str) -> str:
 def inert_markdown(text: str) -> str:
     """Markdown (or a comment nbgrader renders as markdown) in which no raw HTML, autolink, link
     or image can form (coursework, lessons 4 to 10): every ``<`` becomes ``&lt;`` and every
-    ``[`` ``&#91;``, which render as the same characters. Code spans show the references as
-    written: a cost paid only by a student's own markdown."""
+    ``[`` ``&#91;``, which render as the same characters, and the colon of a ``javascript:`` or
+    ``vbscript:`` scheme ``&#58;`` (MathJax's ``\\href`` makes links in math, which markdown
+    leaves alone). Code spans show the references as written: a cost paid only by a student's
+    own markdown."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    return text.replace("<", "&lt;").replace("[", "&#91;")
+    text = text.replace("<", "&lt;").replace("[", "&#91;")
+    return _SCRIPT_SCHEME.sub(lambda m: m.group(1) + "&#58;", text)
 
 
 def _valid_base64(data) -> bool:
