@@ -324,6 +324,25 @@ def test_sanitize_the_lessons_own_outputs_read_the_same():
     assert checked >= 10, checked
 
 
+def test_sanitize_a_verdict_quoting_a_name_the_student_chose_opens_no_html():
+    """The grader's comment quotes the type of the answer (a class the student may name with
+    HTML): rendered as markdown, as nbgrader's feedback does, it is text."""
+    from types import SimpleNamespace
+
+    from grading.verdicts import judge_all
+    from nbconvert.filters.markdown import markdown2html
+
+    want = {"tensor": {"shape": [1], "dtype": "float32", "data": [1.0]}}
+    reference = {"x": {0: [{"exercise": "x", "case": 0, "inputs": "d", "value": want}]}}
+    got = {"unsupported": HTML_VECTORS[0]}
+    entry = {"exercise": "x", "case": 0, "inputs": "d", "value": got, "calls": [], "seq": 0}
+    records = SimpleNamespace(cases=[entry], flags=[], broken_at=None)
+    verdict = judge_all(["x"], reference, records)["x"]
+    assert not verdict.correct and "does not accept" in verdict.message
+    html = markdown2html(verdict.message)
+    assert active_places(html) == [] and MARK in BeautifulSoup(html, "html.parser").get_text()
+
+
 def test_sanitize_refuses_what_is_not_a_notebook_output_or_text():
     with pytest.raises(TypeError, match="output must be an nbformat output"):
         inert_output({"data": {}})
