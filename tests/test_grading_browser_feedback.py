@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import importlib.util
 import os
 import re
 import secrets
@@ -47,9 +48,20 @@ from nbconvert import HTMLExporter
 import nbgrader
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import coursework as cw  # noqa: E402
+
+def _tool(name: str):
+    """``tools/NAME.py`` loaded from its file (tools/ is not an installed package; this module
+    edits no import path: ``coursework.py`` itself makes its ``grading`` package importable)."""
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+cw = _tool("coursework")
 from _grading_notebooks import code_cell, python_notebook, run_coursework  # noqa: E402
 from grading.feedbackoutputs import NOTE, hide_outputs_after_hidden_tests  # noqa: E402
 from grading.sanitize import (  # noqa: E402
