@@ -61,12 +61,24 @@ c.Autograde.autograde_preprocessors = [
     "grading.saveverdicts.SaveVerdicts",
     AssignLatePenalties,
     CheckCellMetadata,
+    "grading.sanitize.SanitizeStudentContent",
 ]
 c.AssignLatePenalties.plugin_class = "grading.saveverdicts.LatePenalty"
 # A check cell the student deleted is put back (and graded), not a reason to fail the notebook.
 c.OverwriteCells.add_missing_cells = True
-# The feedback never shows the hidden tests (their code and inputs).
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# The feedback never shows the hidden tests (their code and inputs), nor any output that ran after
+# them (tools/grading/feedbackoutputs.py), and what it renders from the student is inert.
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    ClearHiddenTests,
+    "grading.feedbackoutputs.HideOutputsAfterHiddenTests",
+    "grading.sanitize.SanitizeStudentContent",
+    CSSHTMLHeaderPreprocessor,
+]
+# What the formgrader and the feedback render from a student is inert (tools/grading/sanitize.py):
+# the stored autograded notebook is cleaned last in autograde (above), and every HTMLExporter
+# nbgrader makes (the formgrader's view of a submission, the feedback page) cleans it again.
+c.HTMLExporter.preprocessors = ["grading.sanitize.SanitizeStudentContent"]
 c.ClearHiddenTests.enforce_metadata = False
 
 # The course's grading settings (tools/grading/settings.py): the instructor's secret, skipping,

@@ -299,7 +299,12 @@ def _judge(exercise, reference, student, flags, broken_at) -> Verdict:
 def judge_all(exercise_ids, reference: dict, records) -> dict[str, Verdict]:
     """Every exercise's verdict from a run's :class:`channel.Records`."""
     student = by_case(records.cases)
+    # the message becomes a comment nbgrader's feedback renders as markdown: a name the student
+    # chose (a class, an exception) is quoted in it, so no "<" may open raw HTML there
     return {
-        x: judge(x, reference.get(x, {}), student.get(x, {}), records.flags, records.broken_at)
+        x: Verdict(v.exercise, v.correct, v.message.replace("<", "&lt;"))
         for x in exercise_ids
+        for v in [
+            judge(x, reference.get(x, {}), student.get(x, {}), records.flags, records.broken_at)
+        ]
     }
