@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -88,7 +89,37 @@ def test_sandbox_a_root_grader_lends_the_notebook_no_host_privilege(tmp_path, mo
         "except OSError as e:\n"
         "    print('setuid refused', type(e).__name__)\n"
     ).replace("GRADEBOOK", str(secret_of_grader))
-    nb, outcome = run_cells(tmp_path, monkeypatch, [probe])
+    # from the host: every process of the sandbox (bubblewrap included) is the unprivileged
+    # host user, seen through the student's control group while a cell sleeps
+    seen: dict[int, str] = {}
+    done = threading.Event()
+
+    def watch():
+        own = confine._own_cgroups().get("memory") or confine._own_cgroups().get("")
+        mounts = confine._cgroup_mounts()
+        base = (mounts.get("memory") or mounts.get("")) / own.lstrip("/")
+        while not done.is_set():
+            for procs in base.glob("grading-*/cgroup.procs"):
+                for pid in procs.read_text().split():
+                    try:
+                        status = Path(f"/proc/{pid}/status").read_text()
+                    except OSError:
+                        continue
+                    seen[int(pid)] = re.search(r"^Uid:\s+(.*)$", status, re.M).group(1)
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watching = _share_available()
+    if watching:
+        watcher.start()
+    try:
+        nb, outcome = run_cells(tmp_path, monkeypatch, [probe, "import time\ntime.sleep(3)"])
+    finally:
+        done.set()
+    if watching:
+        watcher.join()
+        assert len(seen) >= 3, seen  # timeout, bwrap, the kernel at least
+        assert set(seen.values()) == {"65534\t65534\t65534\t65534"}, seen
     out = text_of(nb.cells[0])
     assert "refused /etc/shadow PermissionError" in out, out
     assert f"refused {secret_of_grader} FileNotFoundError" in out, out
