@@ -62,7 +62,7 @@ def text_of(cell) -> str:
 def _share_available() -> bool:
     share = confine.Share(64 * 2**20, 16)
     try:
-        return share.kind != "none"
+        return share.kind.startswith("cgroup")
     finally:
         share.close()
 
@@ -162,6 +162,8 @@ def test_sandbox_settings_are_checked_with_a_clear_error(monkeypatch):
         execute._cell_seconds(600)
     monkeypatch.delenv("GRADING_CELL_SECONDS")
     assert execute._cell_seconds(600) == 600
+    with pytest.raises(ValueError, match="GRADING_SHARE must be 'auto' or 'watch', not 'cgroup'"):
+        confine.Share(2**20, 1, "cgroup")
 
 
 # ---- one share per student --------------------------------------------------------------------------
@@ -175,21 +177,100 @@ HOG = (
 )
 
 
+SHARES = [
+    pytest.param("auto", id="control-group"),
+    pytest.param("watch", id="watched-by-the-grader"),
+]
+
+
+def _share_mode(mode: str) -> None:
+    if mode == "auto" and not _share_available():
+        pytest.skip("no control group can be made here (the grader watches instead)")
+
+
 @pytest.mark.slow
-def test_sandbox_processes_together_hold_at_most_the_students_memory_share(tmp_path, monkeypatch):
-    if not _share_available():
-        pytest.skip("no control group can be made here: the limits are per process only")
+@pytest.mark.parametrize("mode", SHARES)
+def test_sandbox_processes_together_hold_at_most_the_students_memory_share(
+    tmp_path, monkeypatch, mode
+):
+    _share_mode(mode)
     # three children of 600 MB each, under a share of 1500 MB (each child is far under the
     # per-process address-space limit, which is the same 1500 MB)
     nb, outcome = run_cells(
-        tmp_path, monkeypatch, [HOG, "print('after')"], GRADING_MEMORY_MB="1500"
+        tmp_path,
+        monkeypatch,
+        [HOG, "print('after')"],
+        GRADING_MEMORY_MB="1500",
+        GRADING_SHARE=mode,
     )
-    out = text_of(nb.cells[0])
-    held = int(re.search(r"at once: (\d)", out).group(1))
-    assert held <= 2, out
+    held = re.search(r"at once: (\d)", text_of(nb.cells[0]))
+    assert held is None or int(held.group(1)) <= 2, text_of(nb.cells[0])
     assert outcome.stopped.startswith("the notebook used more than its share of memory (1500 MB")
     assert outcome.problems[0] == outcome.stopped
-    assert "per student (cgroup" in outcome.sandbox, outcome.sandbox
+    expected = "per student (cgroup" if mode == "auto" else "per student, watched by the grader"
+    assert outcome.sandbox.startswith(expected), outcome.sandbox
+
+
+FILL_MEMORY = (
+    "import time\n"
+    "def fill(folder, mb):\n"
+    "    for k in range(mb // 100):\n"
+    "        with open(f'{folder}/f{k}', 'wb') as f:\n"
+    "            for _ in range(100):\n"
+    "                f.write(b'x' * 2**20)\n"
+    "fill('/tmp', 400)\n"
+    "fill('/grading', 400)\n"
+    "time.sleep(2)\n"
+    "print('all written')\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", SHARES)
+def test_sandbox_in_memory_files_count_against_the_same_share(tmp_path, monkeypatch, mode):
+    """800 MB in /tmp and /grading (each under its own 512 MB size, each file under the 256 MB
+    file limit) and the kernel itself cross a 900 MB share together."""
+    _share_mode(mode)
+    nb, outcome = run_cells(
+        tmp_path,
+        monkeypatch,
+        ["import torch", FILL_MEMORY],
+        GRADING_MEMORY_MB="900",
+        GRADING_SHARE=mode,
+    )
+    assert "all written" not in text_of(nb.cells[1])
+    assert outcome.stopped.startswith("the notebook used more than its share of memory (900 MB")
+
+
+THREADS = (
+    "import threading, time\n"
+    "_stop = threading.Event()\n"
+    "_started = 0\n"
+    "try:\n"
+    "    for _ in range(80):\n"
+    "        threading.Thread(target=_stop.wait, daemon=True).start()\n"
+    "        _started += 1\n"
+    "        time.sleep(0.02)\n"
+    "except RuntimeError as e:\n"
+    "    print('refused:', e)\n"
+    "time.sleep(1)\n"
+    "print('threads started:', _started)\n"
+    "_stop.set()\n"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", SHARES)
+def test_sandbox_processes_and_threads_are_bounded_per_student(tmp_path, monkeypatch, mode):
+    _share_mode(mode)
+    nb, outcome = run_cells(
+        tmp_path, monkeypatch, [THREADS], GRADING_PROCESSES="60", GRADING_SHARE=mode
+    )
+    started = re.search(r"threads started: (\d+)", text_of(nb.cells[0]))
+    assert started is None or int(started.group(1)) < 60, text_of(nb.cells[0])
+    assert outcome.stopped == (
+        "the notebook ran more processes and threads than its share (60 together); it was stopped"
+    )
 
 
 FILL = (

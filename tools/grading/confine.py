@@ -352,35 +352,51 @@ class Share:
 
     cgroup v1 (a ``memory`` and a ``pids`` hierarchy) or v2 (``memory`` and ``pids`` enabled in
     this process's group's subtree), whichever the host lets this process write; ``kind`` says
-    which is in force, or why none is (then only the per-process limits of :func:`_limits` hold).
+    which is in force. Where none can be made (a grader that is not root, a cgroup v2 host
+    without delegation), or with ``mode="watch"`` (``GRADING_SHARE=watch``), the grader watches
+    instead (:meth:`watch`): four times a second it adds up the memory of every process of the
+    sandbox (their proportional set sizes, shared pages counted once) and what its in-memory
+    folders hold, counts their threads, and kills the sandbox when either is over the share.
+    A watch can be overrun between two looks (by what a process allocates in a quarter of a
+    second, each process still under its own address-space limit).
     """
 
     ENV = "GRADING_SHARE_CGROUPS"
+    #: how often the watch looks (seconds)
+    PERIOD = 0.25
 
-    def __init__(self, memory: int, processes: int):
+    def __init__(self, memory: int, processes: int, mode: str = "auto"):
+        if mode not in ("auto", "watch"):
+            raise ValueError(f"GRADING_SHARE must be 'auto' or 'watch', not {mode!r}")
         self.memory, self.processes = memory, processes
         self.folders: list[Path] = []
-        self.kind = "none"
-        self.why = ""
+        self.kind = "watched"
+        self.why = "GRADING_SHARE=watch"
+        self.over = ""
+        self._thread = None
+        self._stop = None
+        if mode == "watch":
+            return
         try:
             self._make()
         except OSError as e:
             self.close()
-            self.folders, self.kind = [], "none"
-            self.why = f"{type(e).__name__}: {e}"
+            self.folders, self.kind = [], "watched"
+            self.why = f"no control group could be made: {type(e).__name__}: {e}"
 
     @classmethod
     def from_env(cls) -> Share:
         memory = _env_int("GRADING_MEMORY_MB", 4096) * 1024 * 1024
-        return cls(memory, _env_int("GRADING_PROCESSES", 512))
+        mode = os.environ.get("GRADING_SHARE", "auto")
+        return cls(memory, _env_int("GRADING_PROCESSES", 512), mode)
 
     def describe(self) -> str:
         mb = self.memory // 2**20
-        if self.kind == "none":
+        if self.kind == "watched":
             return (
-                f"per process only: no control group could be made ({self.why or 'none found'});"
-                f" each process may use {mb} MB of address space, the in-memory folders have "
-                "their own sizes"
+                f"per student, watched by the grader ({self.why}): {mb} MB of memory for every "
+                "process and in-memory file of the sandbox together, at most "
+                f"{self.processes} processes and threads, looked at every {self.PERIOD} s"
             )
         return (
             f"per student ({self.kind}): {mb} MB of memory for every process and in-memory file"
@@ -443,7 +459,10 @@ class Share:
         return found
 
     def oom_kills(self) -> int:
-        """How many processes the OOM killer killed in the group (0 without a group)."""
+        """How many processes the OOM killer killed in the group, or 1 if the watch killed the
+        sandbox for its memory (0 otherwise)."""
+        if self.over.startswith("memory"):
+            return 1
         for folder in self.folders:
             for name in ("memory.oom_control", "memory.events"):
                 try:
@@ -454,6 +473,21 @@ class Share:
                     if line.startswith("oom_kill "):
                         return int(line.split()[1])
         return 0
+
+    def over_processes(self) -> bool:
+        """Whether the sandbox asked for more processes and threads than its share (a fork the
+        group refused, or the watch's count)."""
+        if self.over.startswith("processes"):
+            return True
+        for folder in self.folders:
+            try:
+                text = (folder / "pids.events").read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("max ") and int(line.split()[1]) > 0:
+                    return True
+        return False
 
     def kill(self) -> None:
         """SIGKILL every process left in the group, until it is empty (a few seconds at most)."""
@@ -479,8 +513,43 @@ class Share:
                     pass
             time.sleep(0.05)
 
+    # -- the watch, where no control group holds the share ----------------------------------------
+    def watch(self, pid: int) -> None:
+        """Watch the sandbox started as process ``pid`` (``confine.py``, which became ``timeout``;
+        the leader of its process group) until :meth:`close`; nothing with a control group."""
+        import threading
+
+        if self.kind != "watched" or self._thread is not None:
+            return
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def _watch(self, pid: int) -> None:
+        import signal
+
+        while not self._stop.wait(self.PERIOD):
+            tree = _descendants(pid)
+            if not tree:
+                return
+            memory, threads = _usage(tree)
+            if memory > self.memory:
+                self.over = f"memory: {memory // 2**20} MB"
+            elif threads > self.processes:
+                self.over = f"processes: {threads} processes and threads"
+            if self.over:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                return
+
     def close(self) -> None:
-        """Kill what is left and remove the group."""
+        """Stop the watch, kill what is left and remove the group."""
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
         self.kill()
         for folder in reversed(self.folders):
             for _ in range(50):
@@ -494,6 +563,61 @@ class Share:
 
                     time.sleep(0.05)
         self.folders = []
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (from /proc; empty once ``pid`` is gone)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat_line = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat_line.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    if not os.path.exists(f"/proc/{pid}"):
+        return []
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo += children.get(current, [])
+    return found
+
+
+def _usage(tree: list[int]) -> tuple[int, int]:
+    """(bytes, tasks) of the processes ``tree``: their proportional set sizes (a page shared by
+    n of them counts 1/n to each) and threads, plus what the sandbox's in-memory folders hold
+    (read through the root of a process inside the sandbox)."""
+    memory = threads = 0
+    for pid in tree:
+        try:
+            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    memory += int(line.split()[1]) * 1024
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("Threads:"):
+                    threads += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    inside = None  # a process inside the sandbox: its root is the sandbox's, not the host's
+    host_root = os.stat("/").st_dev
+    for pid in tree:
+        try:
+            if os.stat(f"/proc/{pid}/root").st_dev != host_root:
+                inside = pid
+                break
+        except OSError:
+            continue
+    for folder in ("tmp", WORKDIR.strip("/"), "dev/shm") if inside else ():
+        try:
+            fs = os.statvfs(f"/proc/{inside}/root/{folder}")
+        except OSError:
+            continue
+        memory += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+    return memory, threads
 
 
 def _own_cgroups() -> dict[str, str]:

@@ -199,6 +199,7 @@ def run(
             # cleanup_kc: the kernel manager is ours, the kernel is shut down all the same
             with client.setup_kernel(env=env, cwd=str(box.folder), cleanup_kc=True):
                 seal_sockets(sockets)  # the kernel has bound its sockets: no more writing there
+                share.watch(client.km.provisioner.process.pid)  # where no control group holds it
                 _no_blocking_send(client)
                 for index, cell in enumerate(nb.cells):
                     if cell.cell_type != "code":
@@ -233,6 +234,11 @@ def run(
         except Exception as e:  # noqa: BLE001 - a kernel that would not start ...
             outcome.problems.append(f"the notebook could not be run: {type(e).__name__}: {e}"[:300])
         share.kill()  # whatever the kernel left running, at once
+        if share.over_processes():
+            outcome.stopped = (
+                f"the notebook ran more processes and threads than its share ({share.processes} "
+                "together); it was stopped"
+            )
         if share.oom_kills():
             outcome.stopped = (
                 f"the notebook used more than its share of memory ({share.memory // 2**20} MB "
