@@ -37,7 +37,7 @@ and so the student's code, runs:
   writes count against one memory budget (``GRADING_MEMORY_MB``, default 4096) and one number of
   processes and threads (``GRADING_PROCESSES``, default 512); crossing the budget kills the
   sandbox and the notebook scores 0 with that reason. Where no control group can be made, the
-  limits are per process only (address space ``GRADING_MEMORY_MB``), and the run's log says so;
+  grader watches the same share instead (:meth:`Share.watch`), and the run's log says which;
 * under limits per process: address space (``GRADING_MEMORY_MB``), CPU time
   (``GRADING_CPU_SECONDS``, default 900), the size of any file it writes (``GRADING_FILE_MB``,
   default 256); and wall-clock time (``GRADING_WALL_SECONDS``, default 1200) for the whole
