@@ -100,7 +100,7 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     hidden_outputs: dict[str, list] = field(default_factory=dict)
     seconds: float = 0.0
-    #: which limits held the sandbox: one student's share (a control group) or per process only
+    #: which limits held the sandbox: a control group, or the grader's watch (``Share``)
     sandbox: str = ""
     #: why the run was stopped and the notebook scores 0 (a limit crossed, the kernel dead);
     #: also the first of ``problems``, and then no record counts
@@ -157,11 +157,11 @@ def run(
     hidden = hidden_tests(source_nb)
     seeds = seeds_for(source_nb, secret)
     box = channel.new_run(private / "runs")
-    # the kernel's sockets: Unix sockets in a folder of their own, bound into the sandbox (which
-    # has no network); a short path, as a Unix socket's path holds at most 107 bytes
     timeout = _cell_seconds(timeout)
     wall = int(os.environ.get("GRADING_WALL_SECONDS", "1200"))
-    share = Share.from_env()  # this student's share of memory and processes (a control group)
+    share = Share.from_env()  # this student's share of memory and processes
+    # the kernel's sockets: Unix sockets in a folder of their own, bound into the sandbox (which
+    # has no network); a short path, as a Unix socket's path holds at most 107 bytes
     sockets = Path(tempfile.mkdtemp(prefix="grading-ipc-", dir=_short_tmp()))
     outcome = Outcome(channel.Records(), plan.skipped)
     outcome.sandbox = share.describe()
