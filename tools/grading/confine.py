@@ -386,11 +386,14 @@ class Share:
 
     @classmethod
     def from_env(cls) -> Share:
+        """The share the environment sets (``GRADING_MEMORY_MB``, ``GRADING_PROCESSES``,
+        ``GRADING_SHARE``), made."""
         memory = _env_int("GRADING_MEMORY_MB", 4096) * 1024 * 1024
         mode = os.environ.get("GRADING_SHARE", "auto")
         return cls(memory, _env_int("GRADING_PROCESSES", 512), mode)
 
     def describe(self) -> str:
+        """One line for the run's log: which limits hold the sandbox, and how much."""
         mb = self.memory // 2**20
         if self.kind == "watched":
             return (
@@ -450,6 +453,7 @@ class Share:
             (Path(folder) / "cgroup.procs").write_text(str(os.getpid()))
 
     def pids(self) -> set[int]:
+        """The processes in the group now (none without a group)."""
         found: set[int] = set()
         for folder in self.folders:
             try:
