@@ -1,8 +1,9 @@
 """The course's grading, outside the student's process (issue "Grades that a one-line cheat
 cannot earn"; docs/INSTRUCTORS.md says what it guarantees and what it cannot).
 
-* :mod:`confine`: the kernel nbgrader's autograder runs a submission in (bubblewrap: unprivileged,
-  own PID namespace, read-only system, no course folder, memory and CPU limits);
+* :mod:`confine`: the kernel nbgrader's autograder runs a submission in (bubblewrap: a host user
+  without privilege whoever grades, own PID namespace, read-only system, no course folder, one
+  share of memory, processes and time per student);
 * :mod:`verdicts`: compares what each hidden test recorded of a student's answer
   (``helpers.grading.record``) with what the instructor's solution recorded for the same cases;
 * :mod:`spec`: per exercise, how its records are compared and which functions it forbids;

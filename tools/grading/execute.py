@@ -33,6 +33,7 @@ from nbgrader.preprocessors import Execute
 
 from . import channel, limits, settings
 from . import plan as planner
+from .confine import Share, seal_sockets, stage_folder
 
 HERE = Path(__file__).resolve().parent
 KERNEL = "course-confined"
@@ -99,6 +100,11 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     hidden_outputs: dict[str, list] = field(default_factory=dict)
     seconds: float = 0.0
+    #: which limits held the sandbox: a control group, or the grader's watch (``Share``)
+    sandbox: str = ""
+    #: why the run was stopped and the notebook scores 0 (a limit crossed, the kernel dead);
+    #: also the first of ``problems``, and then no record counts
+    stopped: str = ""
 
 
 def grading_folder(course_root: Path) -> Path:
@@ -131,8 +137,13 @@ def run(
     log=None,
 ) -> Outcome:
     """Execute ``nb`` (changed in place: outputs, execution counts) confined; see the module
-    docstring. Never raises for what the notebook does; problems are reported in the outcome."""
-    from nbclient.exceptions import DeadKernelError
+    docstring. Never raises for what the notebook does; problems are reported in the outcome.
+
+    The whole sandbox is stopped (killed, not interrupted) when a cell runs longer than
+    ``timeout`` seconds (``GRADING_CELL_SECONDS`` overrides it), when the notebook crosses its
+    wall-clock limit or its memory share, or when the kernel dies: the outcome's ``stopped``
+    says which, no record of that run counts, and the notebook scores 0 with that reason."""
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     start = time.perf_counter()
     course_root = Path(course_root)
@@ -146,11 +157,17 @@ def run(
     hidden = hidden_tests(source_nb)
     seeds = seeds_for(source_nb, secret)
     box = channel.new_run(private / "runs")
+    timeout = _cell_seconds(timeout)
+    wall = int(os.environ.get("GRADING_WALL_SECONDS", "1200"))
+    share = Share.from_env()  # this student's share of memory and processes
     # the kernel's sockets: Unix sockets in a folder of their own, bound into the sandbox (which
     # has no network); a short path, as a Unix socket's path holds at most 107 bytes
     sockets = Path(tempfile.mkdtemp(prefix="grading-ipc-", dir=_short_tmp()))
     outcome = Outcome(channel.Records(), plan.skipped)
+    outcome.sandbox = share.describe()
     receiver = None
+    index = -1
+    started = time.monotonic()
     try:
         channel.write_startup(box, not seeds, seeds, list(hidden.values()))
         receiver = channel.Receiver(box)
@@ -162,6 +179,7 @@ def run(
                 p for p in (kernels, os.environ.get("JUPYTER_PATH", "")) if p
             ),
             PYDEVD_DISABLE_FILE_VALIDATION="1",
+            **share.env(),
         )
         os.environ["JUPYTER_PATH"] = env["JUPYTER_PATH"]  # the kernelspec manager reads it here
         client = CappedClient(
@@ -171,17 +189,17 @@ def run(
             startup_timeout=startup_timeout,
             kernel_name=KERNEL,
             allow_errors=True,
-            interrupt_on_timeout=True,
-            error_on_timeout={
-                "ename": "CellTimeoutError",
-                "evalue": "",
-                "traceback": ["\x1b[0;31mCellTimeoutError\x1b[0m: the cell ran out of time"],
-            },
+            # a cell over its time is not interrupted (a cell can ignore SIGINT): the run stops
+            # there, and the kernel is killed on the way out (its whole sandbox, below)
+            interrupt_on_timeout=False,
+            shutdown_kernel="immediate",
             resources={"metadata": {"path": str(box.folder)}},
         )
         try:
             # cleanup_kc: the kernel manager is ours, the kernel is shut down all the same
             with client.setup_kernel(env=env, cwd=str(box.folder), cleanup_kc=True):
+                seal_sockets(sockets)  # the kernel has bound its sockets: no more writing there
+                share.watch(client.km.provisioner.process.pid)  # where no control group holds it
                 _no_blocking_send(client)
                 for index, cell in enumerate(nb.cells):
                     if cell.cell_type != "code":
@@ -201,18 +219,60 @@ def run(
                             client.execute_cell(cell, index)
                         finally:
                             receiver.mark("cell", f"cell {index}")
+        except CellTimeoutError:
+            outcome.stopped = (
+                f"cell {index + 1} ran longer than the grader's limit per cell ({timeout} s); "
+                "the notebook was stopped there"
+            )
         except DeadKernelError as e:
-            outcome.problems.append(f"the kernel died ({str(e).splitlines()[0][:120]})")
-        except Exception as e:  # noqa: BLE001 - a kernel that would not start, a timeout ...
+            outcome.stopped = f"the kernel died ({str(e).splitlines()[0][:120]})"
+            if time.monotonic() - started >= wall - 1:
+                outcome.stopped = (
+                    f"the notebook ran longer than the grader's wall-clock limit ({wall} s); "
+                    "it was stopped"
+                )
+        except Exception as e:  # noqa: BLE001 - a kernel that would not start ...
             outcome.problems.append(f"the notebook could not be run: {type(e).__name__}: {e}"[:300])
+        share.kill()  # whatever the kernel left running, at once
+        if share.over_processes():
+            outcome.stopped = (
+                f"the notebook ran more processes and threads than its share ({share.processes} "
+                "together); it was stopped"
+            )
+        if share.oom_kills():
+            outcome.stopped = (
+                f"the notebook used more than its share of memory ({share.memory // 2**20} MB "
+                "for all its processes and in-memory files together); it was stopped"
+            )
         outcome.records = receiver.records()
+        if outcome.stopped:  # a zero with the reason, whatever was recorded before
+            outcome.problems.insert(0, outcome.stopped)
+            outcome.records = channel.Records()
     finally:
         if receiver is not None:
             receiver.close()
+        share.close()
         box.remove()
         shutil.rmtree(sockets, ignore_errors=True)
+        shutil.rmtree(stage_folder(sockets), ignore_errors=True)
     outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+def _cell_seconds(timeout: int) -> int:
+    """The limit per cell: ``GRADING_CELL_SECONDS`` if set, else ``timeout`` (nbgrader's)."""
+    raw = os.environ.get("GRADING_CELL_SECONDS")
+    if raw is None:
+        return int(timeout)
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(
+            f"GRADING_CELL_SECONDS must be a whole number of seconds >= 1, not {raw!r}"
+        )
+    return value
 
 
 #: What a cell too deeply nested to compile gets instead of running (IPython lets the compiler's

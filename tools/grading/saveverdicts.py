@@ -129,6 +129,7 @@ def _log(root: Path, meta: dict, verdicts: dict, outcome, failure) -> None:
         "problems": (list(outcome.problems) + list(outcome.records.problems)) if outcome else [],
         "flags": [f.get("reason") for f in outcome.records.flags] if outcome else [],
         "seconds": round(outcome.seconds, 2) if outcome else None,
+        "sandbox": getattr(outcome, "sandbox", None),  # which limits held: a share, or per process
     }
     path = folder / f"{meta['student']}.json"
     tmp = path.with_suffix(".tmp")
