@@ -14,10 +14,11 @@ from __future__ import annotations
 import pytest
 from _exercise_runs import cells, hidden_records, run
 
-L4, L5, L6, L10 = (
+L4, L5, L6, L9, L10 = (
     "04_positional_encoding.ipynb",
     "05_residuals_and_layer_norm.ipynb",
     "06_feed_forward.ipynb",
+    "09_the_full_model.ipynb",
     "10_trust_but_verify.ipynb",
 )
 SOLUTION = None  # the instructor's solution cell
@@ -219,6 +220,31 @@ def most_different_input(f, g, lo, hi):
     return 0.7518  # ReLU and GELU's peak on [-4, 4], whatever is asked
 """
 
+# ---- lesson 9, exercise 2: greedy decoding ------------------------------------------------------
+_GREEDY_PREALLOCATED = """
+def greedy_decode(model, tokens, n):
+    out = torch.empty(tokens.shape[0], tokens.shape[1] + n, dtype=tokens.dtype)
+    out[:, : tokens.shape[1]] = tokens
+    with torch.no_grad():
+        for t in range(tokens.shape[1], tokens.shape[1] + n):
+            out[:, t] = model(out[:, :t]).softmax(dim=-1)[:, -1].argmax(dim=-1)
+    return out
+"""
+_GREEDY_FIRST_POSITION = """
+def greedy_decode(model, tokens, n):
+    out = tokens
+    with torch.no_grad():
+        for _ in range(n):  # the argmax at the first position, not the last
+            out = torch.cat([out, model(out)[:, 0].argmax(dim=-1, keepdim=True)], dim=1)
+    return out
+"""
+_GREEDY_NOT_FED_BACK = """
+def greedy_decode(model, tokens, n):
+    with torch.no_grad():
+        last = model(tokens)[:, -1].argmax(dim=-1, keepdim=True)  # one prediction, repeated
+    return torch.cat([tokens, last.expand(-1, n)], dim=1)
+"""
+
 #: (notebook, exercise, answer, right?) by name; SOLUTION is the instructor's solution cell
 TABLE = {
     "l4_ex3 solution": (L4, "l4_ex3", SOLUTION, True),
@@ -239,6 +265,10 @@ TABLE = {
     "l6_ex2 a numpy grid 0.001 apart": (L6, "l6_ex2", _NUMPY_GRID, True),
     "l6_ex2 points 0.02 apart": (L6, "l6_ex2", _COARSE_GRID, False),
     "l6_ex2 ReLU and GELU's peak, hard-coded": (L6, "l6_ex2", _RELU_GELU_PEAK, False),
+    "l9_ex2 solution": (L9, "l9_ex2", SOLUTION, True),
+    "l9_ex2 a preallocated tensor, softmax first": (L9, "l9_ex2", _GREEDY_PREALLOCATED, True),
+    "l9_ex2 the argmax at the first position": (L9, "l9_ex2", _GREEDY_FIRST_POSITION, False),
+    "l9_ex2 one prediction, not fed back": (L9, "l9_ex2", _GREEDY_NOT_FED_BACK, False),
     "l10_ex1 solution": (L10, "l10_ex1", SOLUTION, True),
     "l10_ex1 the first block kept, fresh others": (L10, "l10_ex1", _KEEP_THE_FIRST_BLOCK, True),
     "l10_ex1 reset_parameters in place": (L10, "l10_ex1", _RESET_PARAMETERS_IN_PLACE, True),
@@ -376,6 +406,7 @@ def test_hard_coded_answer_loses_its_points_under_a_secret(name, tmp_path):
         (L5, "l5_ex2"),
         (L6, "l6_ex2"),
         (L6, "l6_ex3"),
+        (L9, "l9_ex2"),
         (L10, "l10_ex1"),
         (L10, "l10_ex3"),
     ],

@@ -138,7 +138,18 @@ SPECS: dict[str, Spec] = {
     # probability at the answer's T, any function allowed); ex 2 the greedy loop, not
     # model.generate or helpers.generation's functions (ids compared exactly); ex 3 top-p, the
     # defaults
-    "l9_ex2": Spec(rtol=0.0, atol=0.0, forbid=generation.FORBIDDEN["l9_ex2"]),
+    "l9_ex2": Spec(
+        rtol=0.0,
+        atol=0.0,
+        forbid=generation.FORBIDDEN["l9_ex2"],
+        expected=(
+            (
+                "the answer",
+                "the prompt followed by n ids, each the argmax of the logits at the last position "
+                "of the text so far",
+            ),
+        ),
+    ),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights),
     # and gives each depth fresh weights (deep copies alone are identical: the visible check
     # refuses them too, by the same helpers.checks.audit.blocks_with_the_same_weights)
