@@ -14,10 +14,11 @@ from __future__ import annotations
 import pytest
 from _exercise_runs import cells, hidden_records, run
 
-L4, L5, L6, L10 = (
+L4, L5, L6, L9, L10 = (
     "04_positional_encoding.ipynb",
     "05_residuals_and_layer_norm.ipynb",
     "06_feed_forward.ipynb",
+    "09_the_full_model.ipynb",
     "10_trust_but_verify.ipynb",
 )
 SOLUTION = None  # the instructor's solution cell
@@ -189,6 +190,61 @@ def which_curve_is_post_norm(curve_a, curve_b):  # the one that falls less, in l
     return "A" if fall[0] > fall[1] else "B"
 """
 
+# ---- lesson 6, exercise 2: where two activations differ most ----------------------------------
+_LOOP_OF_POINTS = """
+def most_different_input(f, g, lo, hi):
+    best, x = None, lo
+    while x <= hi:  # points 0.002 apart, the best kept
+        gap = float((f(torch.tensor([x], dtype=torch.float64)) - g(torch.tensor([x], dtype=torch.float64))).abs()[0])
+        if best is None or gap > best[0]:
+            best = (gap, x)
+        x += 0.002
+    return best[1]
+"""
+_NUMPY_GRID = """
+import numpy as np
+
+
+def most_different_input(f, g, lo, hi):
+    xs = np.arange(lo, hi + 1e-9, 0.001)
+    t = torch.from_numpy(xs)
+    return float(xs[np.argmax((f(t) - g(t)).abs().numpy())])
+"""
+_COARSE_GRID = """
+def most_different_input(f, g, lo, hi):
+    grid = torch.linspace(lo, hi, 401, dtype=torch.float64)  # 0.02 apart on [-4, 4]
+    return float(grid[(f(grid) - g(grid)).abs().argmax()])
+"""
+_RELU_GELU_PEAK = """
+def most_different_input(f, g, lo, hi):
+    return 0.7518  # ReLU and GELU's peak on [-4, 4], whatever is asked
+"""
+
+# ---- lesson 9, exercise 2: greedy decoding ------------------------------------------------------
+_GREEDY_PREALLOCATED = """
+def greedy_decode(model, tokens, n):
+    out = torch.empty(tokens.shape[0], tokens.shape[1] + n, dtype=tokens.dtype)
+    out[:, : tokens.shape[1]] = tokens
+    with torch.no_grad():
+        for t in range(tokens.shape[1], tokens.shape[1] + n):
+            out[:, t] = model(out[:, :t]).softmax(dim=-1)[:, -1].argmax(dim=-1)
+    return out
+"""
+_GREEDY_FIRST_POSITION = """
+def greedy_decode(model, tokens, n):
+    out = tokens
+    with torch.no_grad():
+        for _ in range(n):  # the argmax at the first position, not the last
+            out = torch.cat([out, model(out)[:, 0].argmax(dim=-1, keepdim=True)], dim=1)
+    return out
+"""
+_GREEDY_NOT_FED_BACK = """
+def greedy_decode(model, tokens, n):
+    with torch.no_grad():
+        last = model(tokens)[:, -1].argmax(dim=-1, keepdim=True)  # one prediction, repeated
+    return torch.cat([tokens, last.expand(-1, n)], dim=1)
+"""
+
 #: (notebook, exercise, answer, right?) by name; SOLUTION is the instructor's solution cell
 TABLE = {
     "l4_ex3 solution": (L4, "l4_ex3", SOLUTION, True),
@@ -204,6 +260,15 @@ TABLE = {
     "l6_ex3 C6.4's nudge, position 3 only": (L6, "l6_ex3", _NUDGE_ONE.format(k=3), False),
     "l6_ex3 C6.4's nudge, the last position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=5), False),
     "l6_ex3 C6.4's nudge, the first position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=0), False),
+    "l6_ex2 solution": (L6, "l6_ex2", SOLUTION, True),
+    "l6_ex2 a loop over points 0.002 apart": (L6, "l6_ex2", _LOOP_OF_POINTS, True),
+    "l6_ex2 a numpy grid 0.001 apart": (L6, "l6_ex2", _NUMPY_GRID, True),
+    "l6_ex2 points 0.02 apart": (L6, "l6_ex2", _COARSE_GRID, False),
+    "l6_ex2 ReLU and GELU's peak, hard-coded": (L6, "l6_ex2", _RELU_GELU_PEAK, False),
+    "l9_ex2 solution": (L9, "l9_ex2", SOLUTION, True),
+    "l9_ex2 a preallocated tensor, softmax first": (L9, "l9_ex2", _GREEDY_PREALLOCATED, True),
+    "l9_ex2 the argmax at the first position": (L9, "l9_ex2", _GREEDY_FIRST_POSITION, False),
+    "l9_ex2 one prediction, not fed back": (L9, "l9_ex2", _GREEDY_NOT_FED_BACK, False),
     "l10_ex1 solution": (L10, "l10_ex1", SOLUTION, True),
     "l10_ex1 the first block kept, fresh others": (L10, "l10_ex1", _KEEP_THE_FIRST_BLOCK, True),
     "l10_ex1 reset_parameters in place": (L10, "l10_ex1", _RESET_PARAMETERS_IN_PLACE, True),
@@ -302,6 +367,12 @@ HARD_CODED = {
         "l6_ex3",
         _COUNTED.format(name="mixes_positions", answers=_L6_PUBLIC, n=9),
     ),
+    "l6_ex2 keyed on the public ranges": (
+        L6,
+        "l6_ex2",
+        "def most_different_input(f, g, lo, hi):\n"
+        "    return {-4.0: 0.7518, -3.0: -1.2785, -2.0: -0.8103}[lo]\n",
+    ),
     "l5_ex3 keyed on the depth": (
         L5,
         "l5_ex3",
@@ -330,7 +401,15 @@ def test_hard_coded_answer_loses_its_points_under_a_secret(name, tmp_path):
 
 @pytest.mark.parametrize(
     ("notebook", "exercise"),
-    [(L4, "l4_ex3"), (L5, "l5_ex2"), (L6, "l6_ex3"), (L10, "l10_ex1"), (L10, "l10_ex3")],
+    [
+        (L4, "l4_ex3"),
+        (L5, "l5_ex2"),
+        (L6, "l6_ex2"),
+        (L6, "l6_ex3"),
+        (L9, "l9_ex2"),
+        (L10, "l10_ex1"),
+        (L10, "l10_ex3"),
+    ],
 )
 def test_a_secret_changes_the_hidden_inputs(notebook, exercise, tmp_path):
     """With a secret, the hidden cases' inputs (their digests, in case order) are not the public

@@ -104,3 +104,31 @@ def test_wrong_answer_gets_a_one_line_verdict(check, wrong, capsys):
         assert any(w in message.lower() for w in words), (
             f"{check.__name__}({wrong}): the verdict does not name the problem: {message}"
         )
+
+
+def _collapse(W1, b1, W2, b2):
+    return W1 @ W2, b1 @ W2 + b2
+
+
+#: (check, a right answer, what the ✓ must not say: the answer to the question the lesson asks
+#: right after the check)
+_CONFIRM_ONLY = [
+    pytest.param(
+        "feedforward.check_collapse",
+        _collapse,
+        ("d_model^2", "whatever d_ff", "buys", "numbers"),  # lesson 6: "then count ..."
+        id="l6_ex1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("check", "answer", "giveaways"), _CONFIRM_ONLY)
+def test_pass_message_confirms_without_answering_the_next_question(
+    check, answer, giveaways, capsys
+):
+    module, name = check.split(".")
+    getattr(importlib.import_module(f"helpers.checks.{module}"), name)(answer)
+    said = capsys.readouterr().out
+    assert said.startswith("✓"), said
+    for words in giveaways:
+        assert words not in said, (words, said)

@@ -515,24 +515,27 @@ def test_check_collapse_names_the_wrong_order_even_when_the_weights_are_square()
         checks.check_collapse(wrong_order_when_square)
 
 
-def _coarse_grid_answer(points):
-    x = torch.linspace(-4, 4, points, dtype=torch.float64)
-    return float(x[(F.relu(x) - F.gelu(x)).abs().argmax()])
+def _coarse_grid(points):
+    def answer(f, g, lo, hi):
+        x = torch.linspace(lo, hi, points, dtype=torch.float64)
+        return float(x[(f(x) - g(x)).abs().argmax()])
+
+    return answer
 
 
 def test_check_most_different_input_explains_a_coarse_grid():
     """Issue 14 point 11: a 101-point grid (answer +-0.72) is told what is wrong, with numbers;
     issue 15: never where the peak is, nor the peak's height."""
-    assert abs(abs(_coarse_grid_answer(101)) - 0.72) < 1e-12
+    assert abs(abs(_coarse_grid(101)(F.relu, F.gelu, -4.0, 4.0)) - 0.72) < 1e-12
     with pytest.raises(ExerciseFailed) as info:
-        checks.check_most_different_input(lambda: _coarse_grid_answer(101))
+        checks.check_most_different_input(_coarse_grid(101))
     message = str(info.value)
     for words in (
-        "-0.72 is near the peak but not within 0.005",
+        "f = relu, g = gelu on [-4, 4]",
+        "-0.72 is near a peak but not within 0.005",
         "101-point grid",
         "(step 0.08)",
-        "0.16975 there",
-        "0.01 or finer",
+        "0.01 apart or closer",
     ):
         assert words in message, (words, message)
     for answer in ("0.752", "0.7518", "0.16997", "0.1700", "0.0318"):
@@ -541,14 +544,14 @@ def test_check_most_different_input_explains_a_coarse_grid():
 
 @pytest.mark.parametrize("points,passes", [(801, True), (8001, True), (401, False), (201, False)])
 def test_check_most_different_input_tolerance_matches_the_question(points, passes, capsys):
-    """Within 0.005 of +-0.7518 passes: a step of 0.01 (801 points) is fine enough, 0.02 is not."""
-    answer = _coarse_grid_answer(points)
+    """Within 0.005 of a peak passes: a step of 0.01 (801 points on [-4, 4]) is fine enough,
+    0.02 is not."""
     if passes:
-        checks.check_most_different_input(lambda: answer)
+        checks.check_most_different_input(_coarse_grid(points))
         assert capsys.readouterr().out.startswith("✓")
     else:
         with pytest.raises(ExerciseFailed, match=f"{points}-point"):
-            checks.check_most_different_input(lambda: answer)
+            checks.check_most_different_input(_coarse_grid(points))
 
 
 # ---------------------------------------------------------------- exercise 4: mixing (transfer)
@@ -712,8 +715,8 @@ def test_hidden_cases_record_plain_data_and_differ_from_the_visible_ones(tmp_pat
     assert [r["value"][0]["tensor"]["dtype"] for r in ex1] == ["torch.float64"] * 2 + [
         "torch.float32"
     ]
-    (ex2,) = _hidden_records("l6_ex2", _solution("l6_ex2"), tmp_path, monkeypatch)
-    assert abs(ex2["value"] - 0.7517916) < 1e-4  # the maximiser of x Phi(-x), below
+    ex2 = _hidden_records("l6_ex2", _solution("l6_ex2"), tmp_path, monkeypatch)
+    assert len(ex2) == 3 and all(0 <= r["value"] < 1e-4 for r in ex2), ex2  # at a peak
 
 
 def test_no_answer_ships_in_the_checks_module():
@@ -732,17 +735,43 @@ def test_check_collapse_never_shows_the_expected_values():
     assert "expected" not in str(info.value) and "got" not in str(info.value)
 
 
-def _grid_answer():
-    x = torch.linspace(-4, 4, 8001, dtype=torch.float64)
-    return float(x[(F.relu(x) - F.gelu(x)).abs().argmax()])
+def _grid_answer(f, g, lo, hi):
+    x = torch.linspace(lo, hi, 8001, dtype=torch.float64)
+    return float(x[(f(x) - g(x)).abs().argmax()])
+
+
+def _step_by_step(f, g, lo, hi):
+    """Another honest way: a Python loop over points 0.002 apart, the best kept."""
+    best, x = None, lo
+    while x <= hi:
+        t = torch.tensor([x], dtype=torch.float64)
+        gap = float((f(t) - g(t)).abs()[0])
+        best = (gap, x) if best is None or gap > best[0] else best
+        x += 0.002
+    return best[1]
 
 
 def test_check_most_different_input_right_answers(capsys):
     checks.check_most_different_input(_grid_answer)
-    checks.check_most_different_input(lambda: -0.7518)  # the other maximiser
-    checks.check_most_different_input(lambda: torch.tensor(0.7518))
+    checks.check_most_different_input(_step_by_step)
+    checks.check_most_different_input(lambda *a: torch.tensor(_grid_answer(*a)))
     out = capsys.readouterr().out
     assert out.count("✓") == 3
+
+
+def test_check_most_different_input_pass_message_does_not_say_how_many_answers(capsys):
+    """The exercise asks the student to predict whether the answer is unique: the ✓ confirms x,
+    it does not answer that question (nor name the other sign)."""
+    checks.check_most_different_input(_grid_answer)
+    out = capsys.readouterr().out
+    assert "✓" in out
+    for giveaway in ("either", "even", "too", "both", "-0.75"):
+        assert giveaway not in out, giveaway
+
+
+def _signed_the_wrong_way(f, g, lo, hi):
+    x = torch.linspace(lo, hi, 8001, dtype=torch.float64)
+    return float(x[(g(x) - f(x)).argmax()])  # g - f, not |f - g|
 
 
 @pytest.mark.parametrize(
@@ -751,18 +780,20 @@ def test_check_most_different_input_right_answers(capsys):
         (None, "is None"),
         (_raises(NotImplementedError()), "not implemented yet"),
         (_raises(IndexError("index 9000 is out of bounds")), "raised IndexError"),
-        (lambda: None, "is None"),
-        (lambda: float("nan"), "not a finite number"),
-        (lambda: torch.tensor([0.75, -0.75]), "should be a number"),
-        (lambda: "0.75", "should be a number"),
-        (lambda: 4751, "index of the largest"),  # argmax index instead of x
-        (lambda: 0.16997, "size of the largest difference"),
-        (lambda: 4.0, "elsewhere in"),  # argmax of gelu - relu (signed, wrong way round)
-        (lambda: 0.0, "elsewhere in"),
-        (lambda: 0.5, "elsewhere in"),
-        (lambda: 0.7518 * 1.01, "so flat near its peak"),  # 1 % off: flat gap, wrong place
-        (lambda: -0.76, "best point of the 201-point"),
-        (lambda: 12.5, "outside the range"),
+        (lambda *a: None, "is None"),
+        (lambda *a: float("nan"), "not a finite number"),
+        (lambda *a: torch.tensor([0.75, -0.75]), "should be a number"),
+        (lambda *a: "0.75", "should be a number"),
+        (lambda *a: 4751, "index of the largest"),  # argmax index instead of x
+        (lambda *a: 0.16997, "size of the largest difference"),
+        (_signed_the_wrong_way, "elsewhere in"),
+        (lambda *a: 0.0, "elsewhere in"),
+        (lambda *a: 0.5, "elsewhere in"),
+        (lambda *a: 0.75, "outside the range"),  # ReLU and GELU's peak, hard-coded
+        (lambda f, g, lo, hi: abs(_grid_answer(f, g, lo, hi)), "outside the range"),
+        (lambda *a: 0.7518 * 1.01, "so flat near its peak"),  # 1 % off: flat gap, wrong place
+        (lambda *a: -0.76, "best point of the 201-point"),
+        (lambda *a: 12.5, "outside the range"),
     ],
 )
 def test_check_most_different_input_wrong_answers(answer, expected):
@@ -775,7 +806,7 @@ def test_checks_never_leak_a_traceback_from_inside():
     for check, bad in [
         (checks.check_collapse, lambda *a: [1, 2]),
         (checks.check_collapse, lambda *a: {"M": 1, "c": 2}),
-        (checks.check_most_different_input, lambda: object()),
+        (checks.check_most_different_input, lambda *a: object()),
         (checks.check_mixes_positions, lambda f: object()),
         (checks.check_mixes_positions, lambda f: f(object())),
     ]:
@@ -807,16 +838,21 @@ def _judged(grade_id, namespace, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow  # several seconds on a shared machine
-def _most_different_by_bisection():
-    """Another honest way: the derivative of x Phi(-x) is Phi(-x) - x phi(x); bisect its root."""
-    lo, hi = 0.1, 2.0
+def _most_different_by_golden_sections(f, g, lo, hi):
+    """Another honest way: a coarse scan, then a golden-section search around its best point."""
+    points = torch.linspace(lo, hi, 401, dtype=torch.float64)
+    start = int((f(points) - g(points)).abs().argmax())
+    a, b = float(points[max(start - 1, 0)]), float(points[min(start + 1, 400)])
+
+    def gap(x):
+        t = torch.tensor([x], dtype=torch.float64)
+        return float((f(t) - g(t)).abs()[0])
+
+    ratio = (math.sqrt(5) - 1) / 2
     for _ in range(60):
-        mid = (lo + hi) / 2
-        slope = 0.5 * math.erfc(mid / math.sqrt(2)) - mid * math.exp(-mid * mid / 2) / math.sqrt(
-            2 * math.pi
-        )
-        lo, hi = (mid, hi) if slope > 0 else (lo, mid)
-    return lo
+        c, d = b - ratio * (b - a), a + ratio * (b - a)
+        a, b = (a, d) if gap(c) > gap(d) else (c, b)
+    return (a + b) / 2
 
 
 def _mixes_by_columns_of_the_jacobian(f, n=4):
@@ -848,11 +884,10 @@ def test_grader_verdicts_on_lesson6_answers(tmp_path, monkeypatch):
         lambda W1, b1, W2, b2: ((W1 @ W2).T, b1 @ W2 + b2),
     ):
         assert not judged("l6_ex1", "collapse", wrong).correct
-    honest_ex2 = (_grid_answer, _most_different_by_bisection, lambda: -0.7518)
-    for honest in honest_ex2:
-        assert judged("l6_ex2", "most_different_input", honest).correct
-    for x, right in [(torch.tensor(0.75), True), (0.72, False), (0.76, False)]:
-        assert judged("l6_ex2", "most_different_input", lambda x=x: x).correct is right, x
+    for honest in (_grid_answer, _most_different_by_golden_sections, _step_by_step):
+        assert judged("l6_ex2", "most_different_input", honest).correct, honest.__name__
+    for wrong in (lambda *a: 0.7518, lambda *a: 0.72, _signed_the_wrong_way):
+        assert not judged("l6_ex2", "most_different_input", wrong).correct
     solution = _solution("l6_ex3")["mixes_positions"]
     for honest in (solution, _jacobian_mixes, _mixes_by_columns_of_the_jacobian):
         assert judged("l6_ex3", "mixes_positions", honest).correct

@@ -323,3 +323,46 @@ def test_blocks_with_the_same_weights_names_deep_copies_and_not_fresh_blocks():
     for block in model.blocks:
         init_weights(block)
     assert checks.blocks_with_the_same_weights(model) == []
+
+
+def _helpers_classes():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import helpers
+
+    names = ["helpers"] + [f"helpers.{m.name}" for m in pkgutil.walk_packages(helpers.__path__, "")]
+    seen = []
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        for cls in vars(module).values():
+            if inspect.isclass(cls) and cls.__module__.startswith("helpers") and cls not in seen:
+                seen.append(cls)
+    return seen
+
+
+def test_help_of_an_overriding_method_documents_only_its_own_arguments():
+    """help() shows an overriding method without a docstring under its parent's docstring: where
+    the signatures differ (lesson 10's exercise 3 subclasses PositionAfterFirstBlockLM, whose
+    forward has no return_hidden), the override must say what it takes itself."""
+    import inspect
+
+    inherited = []
+    for cls in _helpers_classes():
+        for attr, method in vars(cls).items():
+            if not inspect.isfunction(method) or method.__doc__:
+                continue
+            for base in cls.__mro__[1:]:
+                parent = base.__dict__.get(attr)
+                if inspect.isfunction(parent) and parent.__doc__:
+                    if base.__module__.startswith("helpers") and inspect.signature(
+                        method
+                    ) != inspect.signature(parent):
+                        inherited.append(f"{cls.__module__}.{cls.__qualname__}.{attr}")
+                    break
+    assert len(_helpers_classes()) > 30  # the walk found the package's classes
+    assert inherited == []

@@ -75,6 +75,8 @@ class PositionAfterFirstBlockLM(TransformerLM):
     """Lesson 10, broken for K1: position is added *after* the first block, not before it."""
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [B, n] (ids) -> logits [B, n, vocab_size], with position added after block 0
+        (the bug). Unlike :meth:`helpers.TransformerLM.forward` it takes no ``return_hidden``."""
         h = self.token_embedding(tokens)  # [B, n, d]: no position yet
         for i, block in enumerate(self.blocks):
             h = block(h)  # [B, n, d]

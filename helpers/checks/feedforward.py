@@ -1,5 +1,5 @@
 """Lesson 6 exercise checks: collapse the block without its nonlinearity into one affine map
-(C6.1, C6.5), find where ReLU and GELU differ most (C6.3), and find the "feed-forward" blocks that
+(C6.1, C6.5), find where two activations differ most (C6.3), and find the "feed-forward" blocks that
 mix positions (a transfer exercise: C6.4's experiment applied to code the student has not seen
 run). Each prints
 ``✓ ...`` or raises :class:`ExerciseFailed`.
@@ -141,98 +141,131 @@ def check_collapse(collapse) -> None:
         )
     passed(
         ex,
-        "without the nonlinearity the two layers are one affine map x M + c, d_model^2 + d_model "
-        "numbers whatever d_ff is: widening to d_ff buys nothing unless something nonlinear sits "
-        "between the layers.",
+        "x M + c equals the two layers without their nonlinearity, (x W1 + b1) W2 + b2, at "
+        "d_ff above, equal to and below d_model.",
     )
 
 
 _WITHIN = 5e-3  # the tolerance the exercise states: a grid step of 0.01 or finer lands this close
 
 
-def _gap(x: float) -> float:
-    t = torch.tensor(x, dtype=torch.float64)
-    return float((relu(t) - gelu(t)).abs())
+def _silu(t: torch.Tensor) -> torch.Tensor:
+    return t * torch.sigmoid(t)
 
 
-def _coarse_grids(x: float, peak: float, most: int = 20001) -> list[int]:
-    """The sizes N <= ``most`` of the grids ``linspace(-4, 4, N)`` that have ``x`` as their best point.
+#: the check's own cases: (f, g, lo, hi, how a verdict names them). The second keeps one side of
+#: ReLU and GELU's even gap, the third a scaled pair whose peaks are not ReLU and GELU's.
+_CASES = (
+    (relu, gelu, -4.0, 4.0, "f = relu, g = gelu on [-4, 4]"),
+    (relu, gelu, -3.0, 0.5, "f = relu, g = gelu on [-3, 0.5]"),
+    (
+        lambda t: gelu(2 * t),
+        lambda t: _silu(2 * t),
+        -1.0,
+        3.0,
+        "f(x) = gelu(2x), g(x) = silu(2x) on [-1, 3]",
+    ),
+)
 
-    ``peak`` is where the gap peaks (the caller computes it). Only grids whose step is at least
-    x's distance to the peak can: with a smaller step, the next grid point toward the peak lies
-    between x and the peak, where the gap is larger (it rises monotonically up to the peak on
-    each side)."""
-    off = abs(abs(x) - peak)
-    sizes = np.arange(2, min(most, int(8.0 / max(off, 1e-12)) + 1) + 1)  # [candidates]
-    steps = 8.0 / (sizes - 1)
-    on_grid = np.abs(-4.0 + np.round((x + 4.0) / steps) * steps - x) < 1e-9
+
+def _gap(f, g, x: float) -> float:
+    t = torch.tensor([x], dtype=torch.float64)
+    return float((f(t) - g(t)).abs()[0])
+
+
+def _peaks(f, g, lo: float, hi: float) -> tuple[torch.Tensor, float]:
+    """The points of a fine grid on [lo, hi] where |f - g| is largest (every peak of an even gap,
+    to a relative 1e-7), and that largest value."""
+    fine = torch.linspace(lo, hi, 200001, dtype=torch.float64)  # [200001]
+    gaps = (f(fine) - g(fine)).abs()  # [200001]
+    best = float(gaps.max())
+    return fine[gaps >= best * (1 - 1e-7)], best
+
+
+def _coarse_grids(
+    x: float, f, g, lo: float, hi: float, near: float, most: int = 20001
+) -> list[int]:
+    """The sizes N <= ``most`` of the grids ``linspace(lo, hi, N)`` that have ``x`` as their best
+    point. ``near`` is x's distance to the nearest peak: only grids whose step is at least that
+    can (with a smaller step, the next grid point toward the peak is closer to it, and the gap
+    rises monotonically up to a peak)."""
+    width = hi - lo
+    sizes = np.arange(2, min(most, int(width / max(near, 1e-12)) + 1) + 1)  # [candidates]
+    steps = width / (sizes - 1)
+    on_grid = np.abs(lo + np.round((x - lo) / steps) * steps - x) < 1e-9
     found = []
     for points in sizes[on_grid].tolist():
-        grid = torch.linspace(-4, 4, points, dtype=torch.float64)  # [points]
-        best = float(grid[(relu(grid) - gelu(grid)).abs().argmax()])
-        if abs(abs(best) - abs(x)) < 1e-9:
+        grid = torch.linspace(lo, hi, points, dtype=torch.float64)  # [points]
+        gaps = (f(grid) - g(grid)).abs()  # [points]
+        if _gap(f, g, x) >= float(gaps.max()) * (1 - 1e-12):  # x ties for its best point
             found.append(points)
     return found
 
 
-def check_most_different_input(most_different_input) -> None:
-    """Exercise 2. ``most_different_input()`` must return an input x (a number in [-4, 4]) where
-    |ReLU(x) - GELU(x)| is largest, to within 0.005, as the exercise asks.
-
-    The verdict never shows where the peak is: it says whether x is within 0.005 of a maximiser
-    found on a fine grid here, and otherwise what went wrong (an index or a difference returned
-    instead of x, a search that went astray, or a grid too coarse for a curve this flat, with the
-    grid's size and step). Graded by hidden tests."""
-    ex = "Exercise 2 (where ReLU and GELU differ most)"
-    got = call(ex, most_different_input, name="most_different_input")
-    x = as_number(ex, got, name="most_different_input()")
-    if not -4.0 <= x <= 4.0:
-        if float(x).is_integer():
+def _judge_case(ex: str, most_different_input, f, g, lo: float, hi: float, named: str) -> None:
+    got = call(ex, most_different_input, f, g, lo, hi, name="most_different_input")
+    x = as_number(ex, got, name=f"most_different_input (for {named})")
+    if not lo <= x <= hi:
+        if float(x).is_integer() and abs(x) > 10:
             fail(
                 ex,
-                f"you return {x:g}, outside [-4, 4]: is that the index of the largest "
-                "difference in your grid? Return the input x at that index.",
+                f"for {named} you return {x:g}, outside the range: is that the index of the "
+                "largest difference among your points? Return the input x itself.",
             )
-        fail(ex, f"you return x = {x:g}, outside the range [-4, 4] the exercise asks about.")
-    fine = torch.linspace(-4, 4, 80001, dtype=torch.float64)  # [80001], step 1e-4
-    gaps = (relu(fine) - gelu(fine)).abs()  # [80001]
-    peak, best = abs(float(fine[gaps.argmax()])), float(gaps.max())
-    if abs(x - best) < 1e-3 and abs(_gap(x) - best) > 1e-3:
-        fail(
-            ex,
-            f"you return {x:.4g}: that is the size of the largest difference, not the input x "
-            "where it happens.",
-        )
-    if abs(abs(x) - peak) <= _WITHIN:
-        passed(
-            ex,
-            f"|ReLU(x) - GELU(x)| = {fmt(_gap(x), decimals=4)} at your x = {fmt(x, decimals=3)}, "
-            f"its largest value on [-4, 4]; and at x = {fmt(-x, decimals=3)} too "
-            "(relu(x) - gelu(x) is an even function), so either is right.",
-        )
+        fail(ex, f"for {named} you return x = {x:g}, outside the range [lo, hi] you were given.")
+    peaks, best = _peaks(f, g, lo, hi)
+    near = float((peaks - x).abs().min())
+    if near <= _WITHIN:
         return
-    if abs(abs(x) - peak) > 0.1 or _gap(x) < 0.9 * best:  # the search itself went wrong
+    if abs(x - best) < 1e-3 and abs(_gap(f, g, x) - best) > 1e-3:
         fail(
             ex,
-            f"at x = {x:.4g}, |ReLU(x) - GELU(x)| = {fmt(_gap(x), decimals=5)}, but it is larger "
-            "elsewhere in [-4, 4]: take the absolute difference |relu - gelu| on a fine grid and "
-            "return the grid point at its argmax.",
+            f"for {named} you return {x:.4g}: that is the size of the largest difference, not "
+            "the input x where it happens.",
+        )
+    if near > 0.1 or _gap(f, g, x) < 0.9 * best:  # the search itself went wrong
+        fail(
+            ex,
+            f"for {named}, |f(x) - g(x)| = {fmt(_gap(f, g, x), decimals=5)} at your x = "
+            f"{x:.4g}, but it is larger elsewhere in the range: compare the absolute difference "
+            "at enough points of [lo, hi] and return the input where it is largest.",
         )
     # near the peak in value, not in place: the curve is flat there and a coarse grid stops short
-    grids = _coarse_grids(x, peak)[:3]
+    grids = _coarse_grids(x, f, g, lo, hi, near)[:3]
     grid = ""
     if grids:
         sizes = " and ".join(f"{p}-point" for p in grids)
-        steps = " and ".join(f"{8 / (p - 1):.4g}" for p in grids)
+        steps = " and ".join(f"{(hi - lo) / (p - 1):.4g}" for p in grids)
         grid = (
             f" {x:g} is the best point of the {sizes} grid{'s' if len(grids) > 1 else ''} on "
-            f"[-4, 4] (step {steps}): a grid lands only within half a step of the peak."
+            f"[{lo:g}, {hi:g}] (step {steps}): a grid lands only within half a step of the peak."
         )
     fail(
         ex,
-        f"x = {x:.4g} is near the peak but not within 0.005 of it: |ReLU(x) - GELU(x)| = "
-        f"{fmt(_gap(x), decimals=5)} there, and the curve is so flat near its peak that a coarse "
-        f"grid stops short.{grid} Use a step of 0.01 or finer to land within 0.005 of it.",
+        f"for {named}, x = {x:.4g} is near a peak but not within 0.005 of it: the curve is so "
+        f"flat near its peak that a coarse search stops short.{grid} Space your points 0.01 "
+        "apart or closer to land within 0.005 of it.",
+    )
+
+
+def check_most_different_input(most_different_input) -> None:
+    """Exercise 2 (C6.3). ``most_different_input(f, g, lo, hi)`` must return an input x in
+    [lo, hi] (a number) where |f(x) - g(x)| is largest, to within 0.005, as the exercise asks;
+    ``f`` and ``g`` act entry by entry on a float64 tensor.
+
+    Tried on ReLU and GELU over [-4, 4] and over [-3, 0.5], and on a scaled GELU and SiLU. The
+    verdict never shows where a peak is, nor whether there is more than one: it says whether x
+    is within 0.005 of a point where the gap is largest (found on a fine grid here), and
+    otherwise what went wrong (an index or a difference returned instead of x, a search that
+    went astray, or a search too coarse for a curve this flat). Graded by hidden tests on other
+    pairs and ranges."""
+    ex = "Exercise 2 (where two activations differ most)"
+    for f, g, lo, hi, named in _CASES:
+        _judge_case(ex, most_different_input, f, g, lo, hi, named)
+    passed(
+        ex,
+        f"in each of the {len(_CASES)} cases tried (ReLU and GELU on [-4, 4] among them) your x "
+        "is within 0.005 of a point where |f(x) - g(x)| is largest.",
     )
 
 

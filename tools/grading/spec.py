@@ -103,10 +103,21 @@ SPECS: dict[str, Spec] = {
     # visible check refuses the same names (helpers.checks.depth._MODEL_CALLS)
     "l7_ex1": Spec(forbid=depth.FORBIDDEN["l7_ex1"]),
     # lesson 6: ex 1 (M, c) of the block without its nonlinearity, the defaults (nothing is
-    # forbidden: probing the map with the identity is honest too); ex 2 |x| within 0.005 of the
-    # solution's 80001-point grid maximiser, the tolerance the exercise states (the visible check
-    # uses the same grid); ex 3 lists of bools, the defaults
-    "l6_ex2": Spec(rtol=0.0, atol=0.005),
+    # forbidden: probing the map with the identity is honest too); ex 2 the hidden test records
+    # the answer's distance to the nearest peak of |f - g| (on its own 200001-point grid, pairs,
+    # scales and ranges drawn from the secret): within 0.005 of the solution's (about 0), the
+    # tolerance the exercise states; ex 3 lists of bools, the defaults
+    "l6_ex2": Spec(
+        rtol=0.0,
+        atol=0.005,
+        expected=(
+            (
+                "the answer",
+                "the distance from your x to the nearest point where |f(x) - g(x)| is largest "
+                "(0 at a peak; the exercise allows 0.005)",
+            ),
+        ),
+    ),
     # ex 3: one verdict per hidden suspect (as the visible check's, which includes two functions
     # that only some positions reach: a test that nudges one position only fails both)
     "l6_ex3": Spec(
@@ -127,7 +138,18 @@ SPECS: dict[str, Spec] = {
     # probability at the answer's T, any function allowed); ex 2 the greedy loop, not
     # model.generate or helpers.generation's functions (ids compared exactly); ex 3 top-p, the
     # defaults
-    "l9_ex2": Spec(rtol=0.0, atol=0.0, forbid=generation.FORBIDDEN["l9_ex2"]),
+    "l9_ex2": Spec(
+        rtol=0.0,
+        atol=0.0,
+        forbid=generation.FORBIDDEN["l9_ex2"],
+        expected=(
+            (
+                "the answer",
+                "the prompt followed by n ids, each the argmax of the logits at the last position "
+                "of the text so far",
+            ),
+        ),
+    ),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights),
     # and gives each depth fresh weights (deep copies alone are identical: the visible check
     # refuses them too, by the same helpers.checks.audit.blocks_with_the_same_weights)
