@@ -48,17 +48,19 @@ class User:
     password: str
 
 
+# the guide's command (docs/INSTRUCTORS.md, "The classroom"): useradd alone makes homes 0755
+USERADD = ["useradd", "--create-home", "--key", "HOME_MODE=0700", "--user-group"]
+
+
 def add_user(name: str, home: Path) -> User:
-    """A local account with a home of its own (mode 700) and a random password (for PAM)."""
+    """A local account made as the guide says (home mode 0700) with a random password (PAM)."""
     subprocess.run(
-        ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash"]
-        + ["--user-group", name],
+        [*USERADD, "--home-dir", str(home), "--shell", "/bin/bash", name],
         check=True,
         capture_output=True,
     )
     password = secrets.token_urlsafe(18)
     subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
-    home.chmod(0o700)
     entry = pwd.getpwnam(name)
     return User(name, entry.pw_uid, entry.pw_gid, home, password)
 
