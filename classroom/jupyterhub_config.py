@@ -68,9 +68,21 @@ env = os.environ.get("COURSE_ENV", "/opt/course/venv")
 python = os.path.join(env, "bin", "python")
 if not os.path.exists(python):
     raise SystemExit(f"COURSE_ENV={env!r}: no {python}; COURSE_ENV must be the course's venv")
-if (blocked := _unreachable(python)) is not None:
+# a venv's python finds its standard library through pyvenv.cfg's "home" (the Python it was made
+# from): a copy of the interpreter that students can run is not enough, its home must be reachable
+# too (else it falls back to another Python's library, or fails "Permission denied")
+homes = []
+if os.path.exists(os.path.join(env, "pyvenv.cfg")):
+    with open(os.path.join(env, "pyvenv.cfg")) as cfg:
+        for line in cfg:
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                homes.append(value.strip())
+for target in [python, *homes]:
+    if (blocked := _unreachable(target)) is None:
+        continue
     raise SystemExit(
-        f"COURSE_ENV={env!r}: students cannot run {os.path.realpath(python)}: {blocked} is not "
+        f"COURSE_ENV={env!r}: students cannot run {os.path.realpath(target)}: {blocked} is not "
         "executable by others (mode "
         f"{stat.S_IMODE(os.stat(blocked).st_mode):04o}). Make the course environment, and the "
         "Python it was made from, where every user can read and execute (e.g. /opt/course/venv "

@@ -164,7 +164,8 @@ def course_environment(dest: Path) -> tuple[Path, str]:
     exe = Path(sys.executable)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     helpers_dir = ROOT / "helpers"
-    if world_reachable(exe.resolve()) and world_reachable(venv) and world_reachable(helpers_dir):
+    reachable = [exe.resolve(), venv, helpers_dir, base / "lib" / version]  # the stdlib too
+    if all(world_reachable(p) for p in reachable):
         return venv, "the course venv as it is (every user can reach it)"
     dest.mkdir(parents=True, exist_ok=True)
     dest.chmod(0o755)
@@ -176,6 +177,11 @@ def course_environment(dest: Path) -> tuple[Path, str]:
             if binary.read_bytes()[:4] == b"\x7fELF":
                 _patch_runpath(binary, str(base / "lib"))
     for entry in (pyvenv / "bin").iterdir():
+        if entry.name.startswith("python") and not entry.is_symlink() and entry.is_file():
+            if entry.read_bytes()[:4] == b"\x7fELF":  # a copied interpreter: link the copy's
+                entry.unlink()
+                entry.symlink_to(pybase / "bin" / version)
+                continue
         if entry.is_symlink():
             target = os.readlink(entry)
             if os.path.isabs(target):

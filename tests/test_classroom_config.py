@@ -88,6 +88,23 @@ def test_course_env_through_a_symlink_into_a_private_folder_is_refused(monkeypat
         load_hub_config(monkeypatch, COURSE_ENV=str(env))
 
 
+def test_course_env_made_from_a_python_in_a_private_home_is_refused(monkeypatch, open_tmp):
+    """The venv's own python is a world-readable copy, but pyvenv.cfg's home (where its standard
+    library is) sits in a folder others cannot enter: students would run another Python's library
+    or fail (what this machine's pyenv build under /root does)."""
+    private = open_tmp / "root-home"
+    (private / "python" / "bin").mkdir(parents=True)
+    private.chmod(0o700)
+    env = open_tmp / "venv"
+    (env / "bin").mkdir(parents=True)
+    shutil.copy("/usr/bin/env", env / "bin" / "python")
+    (env / "pyvenv.cfg").write_text(f"home = {private / 'python' / 'bin'}\nversion = 3.11.7\n")
+    for folder in (env, env / "bin"):
+        folder.chmod(0o755)
+    with pytest.raises(SystemExit, match=f"{private} is not executable by others"):
+        load_hub_config(monkeypatch, COURSE_ENV=str(env))
+
+
 def test_course_env_without_python_is_refused(monkeypatch, tmp_path):
     with pytest.raises(SystemExit, match="no .*bin/python"):
         load_hub_config(monkeypatch, COURSE_ENV=str(tmp_path))
