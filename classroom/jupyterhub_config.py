@@ -86,7 +86,7 @@ for target in [python, *homes]:
         "executable by others (mode "
         f"{stat.S_IMODE(os.stat(blocked).st_mode):04o}). Make the course environment, and the "
         "Python it was made from, where every user can read and execute (e.g. /opt/course/venv "
-        "from a python3 outside any home folder): docs/INSTRUCTORS.md, 'The classroom'."
+        "from a python3 outside any home folder): docs/INSTRUCTORS.md, 'A classroom on JupyterHub'."
     )
 state = os.path.abspath(os.environ.get("COURSE_HUB_STATE", "."))
 students, instructors = _names("COURSE_STUDENTS"), _names("COURSE_INSTRUCTORS")

@@ -48,7 +48,7 @@ class User:
     password: str
 
 
-# the guide's command (docs/INSTRUCTORS.md, "The classroom"): useradd alone makes homes 0755
+# the guide's command (docs/INSTRUCTORS.md, "A classroom on JupyterHub"): useradd alone makes homes 0755
 USERADD = ["useradd", "--create-home", "--key", "HOME_MODE=0700", "--user-group"]
 
 

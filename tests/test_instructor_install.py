@@ -39,16 +39,21 @@ def _pins(path: Path, seen: set[Path] | None = None) -> dict[str, str]:
 )
 def test_lean_install_pins_the_same_versions_as_the_test_install(requirements):
     lean, full = _pins(ROOT / requirements), _pins(ROOT / "requirements-dev.txt")
-    assert {"nbgrader", "torch", "bleach"} <= set(lean), sorted(lean)
+    assert {"nbgrader", "bleach", "tinycss2"} <= set(lean), sorted(lean)
     differ = {n: (v, full.get(n)) for n, v in lean.items() if full.get(n) != v}
     assert not differ, f"{requirements} pins differ from requirements-dev.txt: {differ}"
     assert not {"pytest", "playwright", "transformers"} & set(lean)
 
 
-def test_hub_environment_has_the_culler_and_the_hub():
-    assert {"jupyterhub", "jupyterhub-idle-culler"} <= set(
-        _pins(ROOT / "classroom/requirements-hub.txt")
-    )
+def test_instructor_install_has_the_course():
+    assert "torch" in _pins(ROOT / "requirements-instructor.txt")
+
+
+def test_hub_environment_has_the_culler_and_the_hub_and_no_editable_clone():
+    hub = ROOT / "classroom/requirements-hub.txt"
+    assert {"jupyterhub", "jupyterhub-idle-culler"} <= set(_pins(hub))
+    lines = [line.split("#", 1)[0].strip() for line in hub.read_text().splitlines()]
+    assert not [line for line in lines if line.startswith(("-e", "-r", "--editable"))]
 
 
 @pytest.fixture(scope="module")
