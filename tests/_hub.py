@@ -48,17 +48,19 @@ class User:
     password: str
 
 
+# the guide's command (docs/INSTRUCTORS.md, "A classroom on JupyterHub"): useradd alone makes homes 0755
+USERADD = ["useradd", "--create-home", "--key", "HOME_MODE=0700", "--user-group"]
+
+
 def add_user(name: str, home: Path) -> User:
-    """A local account with a home of its own (mode 700) and a random password (for PAM)."""
+    """A local account made as the guide says (home mode 0700) with a random password (PAM)."""
     subprocess.run(
-        ["useradd", "--create-home", "--home-dir", str(home), "--shell", "/bin/bash"]
-        + ["--user-group", name],
+        [*USERADD, "--home-dir", str(home), "--shell", "/bin/bash", name],
         check=True,
         capture_output=True,
     )
     password = secrets.token_urlsafe(18)
     subprocess.run(["chpasswd"], input=f"{name}:{password}\n", text=True, check=True)
-    home.chmod(0o700)
     entry = pwd.getpwnam(name)
     return User(name, entry.pw_uid, entry.pw_gid, home, password)
 
@@ -162,7 +164,8 @@ def course_environment(dest: Path) -> tuple[Path, str]:
     exe = Path(sys.executable)
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     helpers_dir = ROOT / "helpers"
-    if world_reachable(exe.resolve()) and world_reachable(venv) and world_reachable(helpers_dir):
+    reachable = [exe.resolve(), venv, helpers_dir, base / "lib" / version]  # the stdlib too
+    if all(world_reachable(p) for p in reachable):
         return venv, "the course venv as it is (every user can reach it)"
     dest.mkdir(parents=True, exist_ok=True)
     dest.chmod(0o755)
@@ -174,6 +177,11 @@ def course_environment(dest: Path) -> tuple[Path, str]:
             if binary.read_bytes()[:4] == b"\x7fELF":
                 _patch_runpath(binary, str(base / "lib"))
     for entry in (pyvenv / "bin").iterdir():
+        if entry.name.startswith("python") and not entry.is_symlink() and entry.is_file():
+            if entry.read_bytes()[:4] == b"\x7fELF":  # a copied interpreter: link the copy's
+                entry.unlink()
+                entry.symlink_to(pybase / "bin" / version)
+                continue
         if entry.is_symlink():
             target = os.readlink(entry)
             if os.path.isabs(target):

@@ -265,7 +265,9 @@ def term(playwright_driver):
             COURSE_INSTRUCTORS=names["instructor"],
             COURSE_EXCHANGE=str(exchange),
             COURSE_JUPYTER_CONFIG=str(shared),
+            COURSE_INSTRUCTOR_COURSE_DIR="course/nbgrader",  # the formgrader's course
         )
+        seen["home modes"] = {u.name: stat.S_IMODE(os.stat(u.home).st_mode) for u in users}
         hub = _hub.Hub(state, hub_env, base / "hub.log")
         hub.start()
         clock.lap("hub up (with its proxy)")
@@ -283,6 +285,9 @@ def term(playwright_driver):
         }
         seen["owners"] = {p: os.stat(root / p).st_uid for p in ("", "inbound", "outbound")}
         clock.lap("release (generate + release_assignment)")
+        # the formgrader in the instructor's server lists the course (its CourseDirectory.root)
+        listed = I.api("/formgrader/api/assignments")
+        seen["formgrader"] = sorted(a["name"] for a in listed)
 
         instructor_nb = nbformat.read(str(course / "notebooks" / NOTEBOOK), as_version=4)
         seen["points"] = [e.points for e in cw.exercises(instructor_nb)]  # the lesson as copied
@@ -516,6 +521,14 @@ def test_exchange_is_laid_out_as_nbgrader_documents(term):
     assert modes["inbound"] & 0o777 == 0o733, oct(modes["inbound"])
     # the instructor, not root, made them (the release ran in the instructor's server)
     assert len(set(term["owners"].values())) == 1 and 0 not in term["owners"].values()
+
+
+def test_homes_made_by_the_guides_useradd_are_private(term):
+    assert set(term["home modes"].values()) == {0o700}, term["home modes"]
+
+
+def test_formgrader_in_the_instructors_server_lists_the_course(term):
+    assert ASSIGNMENT in term["formgrader"], term["formgrader"]
 
 
 def test_each_student_fetched_in_their_own_server(term):

@@ -1380,6 +1380,8 @@ def main(argv: list[str] | None = None) -> int:
                 "(`coursework.py secret` writes one)",
                 file=sys.stderr,
             )
+        else:  # where it is, never what it holds
+            print(f"coursework: grading with the secret in {where}", file=sys.stderr)
         graded = autograde(lesson, course_dir, args.student, jobs=args.jobs, force=args.force)
         for sid, removed in sorted(graded.removed.items()):
             print(f"{sid}: removed from the submission: {'; '.join(removed)}", file=sys.stderr)
