@@ -178,14 +178,14 @@ def test_cell_installs_the_course_where_helpers_is_missing_and_keeps_torch(tmp_p
     )
     version = [python, "-c", "import torch, numpy; print(torch.__version__, numpy.__version__)"]
     before = subprocess.run(version, env=env, capture_output=True, text=True, check=True).stdout
-    next_cell = "\nimport helpers\nprint('next cell:', helpers.course.NOTEBOOKS[0].notebook)\n"
+    next_cell = "\nimport helpers\nprint('next cell:', helpers.TransformerLM.__name__)\n"
     env[colab_cell.ENV] = str(wheel)
     run = _ipython(python, colab_cell.cell_source() + next_cell, outside, env)
     assert run.returncode == 0, run.stdout + run.stderr
     assert f"Installed the course's helpers from {wheel}" in run.stdout
     assert "Also installed: anywidget" in run.stdout
     assert "Left as they were: torch 2.13.0" in run.stdout
-    assert "next cell: 04_positional_encoding.ipynb" in run.stdout
+    assert "next cell: TransformerLM" in run.stdout
     after = subprocess.run(version, env=env, capture_output=True, text=True, check=True).stdout
     assert after == before, "the cell changed the torch or numpy that was there"
     # run again, now that helpers is there: nothing
