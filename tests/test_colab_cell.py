@@ -51,6 +51,10 @@ def test_tool_inserts_the_cell_first_once_and_keeps_the_lessons_rules(copies):
     assert colab_cell.main(list(map(str, copies))) == 0  # idempotent: nothing changes
     assert [p.read_bytes() for p in copies] == first_run
     assert colab_cell.main([*map(str, copies), "--check"]) == 0
+    for args in (["format", "--check"], ["check"]):  # tests/test_style.py's rules hold
+        ruff = [sys.executable, "-m", "ruff", *args, "--config", str(ROOT / "pyproject.toml")]
+        run = subprocess.run([*ruff, *map(str, copies)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stdout + run.stderr
     for path in copies:
         before = nbformat.read(str(ROOT / "notebooks" / path.name), as_version=4)
         after = nbformat.read(str(path), as_version=4)
@@ -178,7 +182,9 @@ def test_cell_installs_the_course_where_helpers_is_missing_and_keeps_torch(tmp_p
     )
     version = [python, "-c", "import torch, numpy; print(torch.__version__, numpy.__version__)"]
     before = subprocess.run(version, env=env, capture_output=True, text=True, check=True).stdout
-    next_cell = "\nimport helpers\nprint('next cell:', helpers.TransformerLM.__name__)\n"
+    next_cell = (
+        "\nimport anywidget\nimport helpers\nprint('next cell:', helpers.TransformerLM.__name__)\n"
+    )
     env[colab_cell.ENV] = str(wheel)
     run = _ipython(python, colab_cell.cell_source() + next_cell, outside, env)
     assert run.returncode == 0, run.stdout + run.stderr

@@ -58,6 +58,7 @@ def cell_source(repository: str = REPOSITORY, tag: str | None = None) -> str:
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", tag):
         raise ValueError(f"tag must be a git tag such as v0.1.0, got {tag!r}")
     source = f"git+https://github.com/{repository}@{tag}"
+    deps = ", ".join(f'"{m}"' for m in DEPENDENCIES)
     return f'''# Colab, Kaggle or any Jupyter without the course: this installs the course's `helpers`
 # package (torch, numpy and matplotlib already there are left as they are). Where `helpers`
 # is installed already (a clone, Binder, your own pip install) it does nothing.
@@ -67,12 +68,21 @@ if importlib.util.find_spec("helpers") is None:
     import importlib.metadata
     import os
 
-    _source = os.environ.get("{ENV}", "{source}")
-    _missing = [m for m in {DEPENDENCIES!r} if importlib.util.find_spec(m) is None]
+    _source = os.environ.get(
+        "{ENV}", "{source}"
+    )
+    _missing = [
+        m
+        for m in ({deps})
+        if importlib.util.find_spec(m) is None
+    ]
     %pip install --quiet --no-deps {{_source}}
     if _missing:
         %pip install --quiet {{" ".join(_missing)}}
     importlib.invalidate_caches()
+    _absent = [m for m in ("helpers", *_missing) if importlib.util.find_spec(m) is None]
+    if _absent:  # %pip reports a failure but does not raise
+        raise RuntimeError(f"pip did not install {{_absent}}: see its messages above")
     _kept = [
         f"{{m}} {{importlib.metadata.version(m)}}"
         for m in ("torch", "numpy", "matplotlib")
