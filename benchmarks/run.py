@@ -374,20 +374,30 @@ def bench_explorer(name: str, n_timed: int, n_leak: int) -> dict:
 
 
 # --------------------------------------------------------------------------- model piece
-def bench_block(repeats: int = 15) -> dict:
+def bench_block(repeats: int = 15, device: str = "cpu") -> dict:
+    """The ``block`` section on ``device`` (``--device``; ``helpers.pretrain.check_device``).
+    On a GPU the weights and input are the CPU's (drawn there, then moved), the times are the
+    device's own (each step waits for the device to finish) and so is the ratio."""
     import torch
     from torch import nn
 
     from helpers import TransformerBlock
+    from helpers.pretrain import check_device
 
+    dev = check_device(device)
     torch.manual_seed(0)
     d, heads, d_ff, batch, n = 512, 8, 2048, 8, 128
-    ours = TransformerBlock(d, heads, d_ff, norm="pre", activation="relu")
+    ours = TransformerBlock(d, heads, d_ff, norm="pre", activation="relu").to(dev)
     ref = nn.TransformerEncoderLayer(d, heads, d_ff, dropout=0.0, batch_first=True, norm_first=True)
-    x = torch.randn(batch, n, d)
+    ref = ref.to(dev)
+    x = torch.randn(batch, n, d).to(dev)
+    wait = {"cuda": torch.cuda.synchronize, "mps": lambda: torch.mps.synchronize()}.get(
+        dev.type, lambda: None
+    )
 
     def step(module):
         module(x).sum().backward()
+        wait()
 
     for module in (ours, ref):
         for _ in range(3):
@@ -405,6 +415,7 @@ def bench_block(repeats: int = 15) -> dict:
         "torch_ms": m_ref * 1000,
         "ratio": m_ours / m_ref,
         "threads": torch.get_num_threads(),
+        "device": str(dev),
     }
 
 
@@ -783,7 +794,7 @@ def render_explorers(data: dict) -> list[str]:
 
 
 def run_block(args) -> dict:
-    b = bench_block()
+    b = bench_block(device=getattr(args, "device", "cpu"))
     print(f"block: ratio {b['ratio']:.2f}", flush=True)
     return b
 
@@ -791,7 +802,8 @@ def run_block(args) -> dict:
 def render_block(b: dict) -> list[str]:
     t = TARGETS
     return [
-        f"Size: {b['size']}; {b['threads']} torch threads; median of interleaved repeats.",
+        f"Size: {b['size']}; {b['threads']} torch threads; median of interleaved repeats"
+        + ("." if b.get("device", "cpu") == "cpu" else f"; on {b['device']}."),
         "",
         f"| course `TransformerBlock` | `nn.TransformerEncoderLayer` | ratio (target <= {t['block_ratio']}) | |",
         "|---|---|---|---|",
@@ -903,6 +915,12 @@ def main(argv=None) -> int:
         default="on,off",
         help="grading section: demonstration cells skipped (on), run (off), or both (on,off)",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="block section: where the model runs, cpu (default; the stored figures are "
+        "the CPU's), cuda or mps",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "RESULTS.md")
     parser.add_argument("--data", type=Path, default=RESULTS_JSON)
     parser.add_argument(
@@ -911,6 +929,12 @@ def main(argv=None) -> int:
         help="measure nothing: rewrite RESULTS.md from the data",
     )
     args = parser.parse_args(argv)
+    from helpers.pretrain import check_device
+
+    try:
+        check_device(args.device)
+    except (TypeError, ValueError) as error:
+        parser.error(f"--device: {error}")
     chosen = [s for s in SECTIONS if s.default] if args.only is None else []
     if args.render_only:
         chosen, args.only = [], None

@@ -164,6 +164,8 @@ def estimated_minutes(notebook) -> dict:
     tokens of the markdown cells; code cells are the non-empty ones; an explorer is a code cell
     that calls ``…_explorer(``; exercises are nbgrader solution cells, each of which must state
     ``metadata["course"]["minutes"]`` between 5 and 25 (a ``ValueError`` says which does not).
+    The cell tagged ``course-setup`` (tools/colab_cell.py: installs the course on Colab) is not
+    counted.
     """
     import json
     import re
@@ -175,6 +177,8 @@ def estimated_minutes(notebook) -> dict:
     low, high = MINUTES["exercise"]
     for cell in nb["cells"]:
         source = "".join(cell.get("source", ""))
+        if "course-setup" in cell.get("metadata", {}).get("tags", []):
+            continue  # the install cell for Colab and Kaggle (tools/colab_cell.py): no lesson time
         if cell["cell_type"] == "markdown":
             words += len(source.split())
         elif cell["cell_type"] == "code" and source.strip():

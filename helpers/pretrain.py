@@ -45,6 +45,7 @@ __all__ = [
     "LESSON_CONFIG",
     "Pretraining",
     "pretrain",
+    "check_device",
 ]
 
 
@@ -172,6 +173,36 @@ class PretrainConfig:
 LESSON_CONFIG = PretrainConfig()
 
 
+#: the kinds of device a run accepts (``torch.device(...).type``)
+DEVICES = ("cpu", "cuda", "mps")
+
+
+def check_device(device) -> torch.device:
+    """Lesson 9. ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"`` or a
+    :class:`torch.device`) as a :class:`torch.device`, after checking that this machine has it;
+    anything else is a ``ValueError`` naming ``device`` and what is allowed."""
+    allowed = "'cpu', 'cuda' (or 'cuda:N') on an NVIDIA GPU, 'mps' on Apple silicon"
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a string or a torch.device ({allowed}), got {device!r}")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"device must be one of {allowed}; got {device!r}") from None
+    if dev.type not in DEVICES:
+        raise ValueError(f"device must be one of {allowed}; got {device!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={device!r}: this torch sees no CUDA GPU (torch.cuda.is_available() is "
+            "False); use device='cpu'"
+        )
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(
+            f"device={device!r}: this torch has no Apple-silicon GPU (torch.backends.mps."
+            "is_available() is False); use device='cpu'"
+        )
+    return dev
+
+
 def _settings(settings: dict) -> PretrainConfig:
     unknown = sorted(set(settings) - set(PretrainConfig.__dataclass_fields__))
     if unknown:
@@ -192,14 +223,28 @@ class Pretraining(TrainingRun):
     held-out loss at step 0. ``settings`` are the fields of :class:`PretrainConfig`; ``corpus``
     a :class:`Corpus` (default: ``Corpus.from_text()``, the whole shipped text).
 
+    ``device`` (default ``"cpu"``; :func:`check_device`): where the model and the text live while
+    it trains, ``"cuda"`` on an NVIDIA GPU or ``"mps"`` on Apple silicon. The initial weights and
+    the batches are the same on every device (both are drawn on the CPU); the losses then agree
+    with the CPU's, and the lesson's stored outputs (all measured on a CPU), in all but their last
+    digits, as a GPU sums in another order; the timings are the device's own (on a model this
+    small a GPU is not always faster). Apple's ``"mps"`` has no float64: pass
+    ``dtype=torch.float32`` with it. Not tested on a GPU (the course's machines have none).
+
     ``train(steps)`` trains up to ``steps`` steps in total, with a progress bar in a notebook;
     the losses are kept in ``result`` (a :class:`~helpers.training.TrainResult`: every step's
     training loss, the held-out loss every ``eval_every`` steps and at the end), ``seconds``
     adds up the time spent training.
     """
 
-    def __init__(self, corpus: Corpus | None = None, **settings):
+    def __init__(self, corpus: Corpus | None = None, device="cpu", **settings):
         self.config = _settings(settings)
+        self.device = check_device(device)
+        if self.device.type == "mps" and self.config.dtype == torch.float64:
+            raise ValueError(
+                "device='mps' has no float64: pass dtype=torch.float32 with it (the lesson's "
+                "runs are float64, so the last digits will differ more)"
+            )
         if corpus is None:
             corpus = Corpus.from_text()
         if not isinstance(corpus, Corpus):
@@ -225,10 +270,11 @@ class Pretraining(TrainingRun):
                     max_len=c.block_size,
                     **c.model_options(),
                 )
+        model.to(self.device)  # built on the CPU: the same initial weights on every device
         super().__init__(
             model,
-            corpus.train_ids,
-            corpus.val_ids,
+            corpus.train_ids.to(self.device),
+            corpus.val_ids.to(self.device),
             batch_size=c.batch_size,
             block_size=c.block_size,
             lr=c.lr,
@@ -246,9 +292,10 @@ class Pretraining(TrainingRun):
         return self.corpus.baselines
 
     def __repr__(self) -> str:
+        where = "" if self.device.type == "cpu" else f", device={str(self.device)!r}"
         return (
             f"Pretraining(step={self.step}, d_model={self.config.d_model}, "
-            f"n_layers={self.config.n_layers}, parameters={self.result.n_parameters:,})"
+            f"n_layers={self.config.n_layers}, parameters={self.result.n_parameters:,}{where})"
         )
 
     def train(self, steps: int, progress: str = "auto") -> Pretraining:
@@ -270,8 +317,13 @@ class Pretraining(TrainingRun):
 
 
 def pretrain(
-    steps: int = 250, corpus: Corpus | None = None, progress: str = "auto", **settings
+    steps: int = 250,
+    corpus: Corpus | None = None,
+    progress: str = "auto",
+    device="cpu",
+    **settings,
 ) -> Pretraining:
-    """Lesson 9 (C9.1). ``Pretraining(corpus, **settings).train(steps, progress)``: build and
-    train in one call (for a resumable run, keep the :class:`Pretraining` and call ``train``)."""
-    return Pretraining(corpus, **settings).train(steps, progress)
+    """Lesson 9 (C9.1). ``Pretraining(corpus, device, **settings).train(steps, progress)``: build
+    and train in one call (for a resumable run, keep the :class:`Pretraining` and call ``train``).
+    ``device``: see :class:`Pretraining` (``"cpu"`` by default, as the lesson's stored outputs)."""
+    return Pretraining(corpus, device, **settings).train(steps, progress)

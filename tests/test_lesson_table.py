@@ -36,3 +36,21 @@ def test_points_split_autograded_checks_from_answers_graded_by_hand():
         ]
     }
     assert lesson_table.points(nb) == (3.5, 3.0)
+
+
+def test_readme_has_a_binder_and_a_colab_link_for_every_notebook():
+    """Issue "a lesson a student can take alone": an "Open in Colab" link on every lesson's row,
+    to the repository the Binder links use."""
+    assert lesson_table.readme_link_problems(lesson_table.README.read_text()) == []
+
+
+def test_readme_link_check_finds_a_missing_or_foreign_colab_link():
+    text = lesson_table.README.read_text()
+    first = NOTEBOOKS[0].notebook
+    url = lesson_table.colab_url(first)
+    assert url in text
+    assert any(
+        "no Colab link" in p for p in lesson_table.readme_link_problems(text.replace(url, "x"))
+    )
+    fork = text.replace(url, lesson_table.colab_url(first, "someone/fork"))
+    assert [p for p in lesson_table.readme_link_problems(fork)] == [f"{first}: no Colab link {url}"]

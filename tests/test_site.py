@@ -244,11 +244,17 @@ def _companion_notebook():
     return nb
 
 
+SETUP_CELL = "# colab_setup_marker: installs the course where helpers is missing"
+
+
 def _fixture_course(folder: Path, undescribed: bool = False, unlisted: bool = False):
     folder.mkdir(parents=True)
     stills = {}
     for number, name in [(4, "04_fixture.ipynb"), (5, "05_fixture.ipynb")]:
         nb, stills[name] = _lesson_notebook(number, undescribed=undescribed and number == 5)
+        if number == 4:  # the install cell for Colab and Kaggle (tools/colab_cell.py)
+            setup = nbformat.v4.new_code_cell(SETUP_CELL, metadata={"tags": ["course-setup"]})
+            nb.cells.insert(0, setup)
         nbformat.write(nb, str(folder / name))
     nbformat.write(_companion_notebook(), str(folder / "04b_companion.ipynb"))
     if unlisted:
@@ -358,6 +364,8 @@ def test_site_place_box_links_previous_next_needs_and_launchers(fixture_site):
     ]
     binder = "https://mybinder.org/v2/gh/someone/course-fork/spring?urlpath=lab/tree/notebooks/04_fixture.ipynb"
     assert binder in hrefs
+    colab = "https://colab.research.google.com/github/someone/course-fork/blob/spring/notebooks/04_fixture.ipynb"
+    assert colab in hrefs
     hub = [h for h in hrefs if h.startswith(HUB)]
     assert hub, "no JupyterHub link although a hub is set"
     for link in hub:
@@ -373,6 +381,15 @@ def test_site_place_box_links_previous_next_needs_and_launchers(fixture_site):
     assert download, "no download link for the notebook"
     nb = nbformat.read(str((path.parent / download[0]).resolve()), as_version=4)
     assert nb.metadata.get("widgets"), "the downloaded notebook lost its explorers' saved state"
+
+
+def test_site_page_leaves_out_the_colab_install_cell_and_the_download_keeps_it(fixture_site):
+    base, _ = fixture_site
+    for view in ("student", "instructor"):
+        page = html.unescape(article_html(base / view / "notebooks" / "04_fixture.html"))
+        assert "colab_setup_marker" not in page, view
+    (download,) = (base / "student" / "_downloads").rglob("04_fixture.ipynb")
+    assert "colab_setup_marker" in download.read_text()
 
 
 def test_site_loads_nothing_from_another_host(fixture_site):

@@ -18,7 +18,7 @@ in course order: each lesson's core, then its "Going further" companion if it ha
   exercises' stored outputs (the instructor's answers' verdicts) removed. ``--solutions`` keeps
   solutions and hidden tests instead, each such cell folded;
 * a box "About this lesson": its place in the course (previous, next, the notebook's own "What you
-  need" line), launch links (Binder; JupyterHub through nbgitpuller when ``--jupyterhub-url`` is
+  need" line), launch links (Binder, Colab; JupyterHub through nbgitpuller when ``--jupyterhub-url`` is
   given), the notebook to download (the page's own notebook) and how to run it locally;
 * each explorer (a live ipywidgets output, which a static page cannot run) becomes a still: the
   PNG the explorer's Image widget held when the notebook was executed (its default view, from the
@@ -368,7 +368,8 @@ class Settings:
 
 
 def launch_links(page: Page, settings: Settings) -> dict[str, str]:
-    """Binder, and JupyterHub through nbgitpuller if a hub is set: the lesson opened in JupyterLab.
+    """Binder, Colab, and JupyterHub through nbgitpuller if a hub is set: the lesson opened in
+    JupyterLab (Colab: in Colab's own notebook, from GitHub).
 
     The same addresses sphinx-book-theme's launch buttons build (Binder's ``/v2/gh/OWNER/NAME/
     BRANCH?urlpath=lab/tree/PATH``; nbgitpuller's ``/hub/user-redirect/git-pull?repo=…&urlpath=
@@ -377,7 +378,11 @@ def launch_links(page: Page, settings: Settings) -> dict[str, str]:
     path = f"notebooks/{page.notebook}"
     links = {
         "Binder": f"{settings.binderhub_url.rstrip('/')}/v2/gh/{settings.repository}/"
-        f"{settings.branch}?urlpath=lab/tree/{quote(path)}"
+        f"{settings.branch}?urlpath=lab/tree/{quote(path)}",
+        # Colab opens the notebook from GitHub; its first cell (tools/colab_cell.py) installs
+        # the course there
+        "Colab": f"https://colab.research.google.com/github/{settings.repository}/blob/"
+        f"{settings.branch}/{quote(path)}",
     }
     if settings.jupyterhub_url:
         name = settings.repository.split("/")[1]
@@ -497,6 +502,8 @@ def page_notebook(
     """
     nb = read_notebook(Path(notebooks) / page.notebook)
     view = instructor_view(nb) if settings.solutions else student_view(nb)
+    # the install cell for Colab and Kaggle (tools/colab_cell.py) is no part of the page to read
+    view.cells = [c for c in view.cells if "course-setup" not in c.metadata.get("tags", [])]
     if titles is None:
         titles = {p.notebook: _title(read_notebook(Path(notebooks) / p.notebook)) for p in pages}
     links = launch_links(page, settings)

@@ -22,6 +22,10 @@ sys.path.insert(0, str(ROOT))
 from helpers.course import NOTEBOOKS, estimated_minutes  # noqa: E402
 
 GUIDE = ROOT / "docs" / "INSTRUCTORS.md"
+README = ROOT / "README.md"
+#: where the course is published: the README's Binder and Colab links (tools/build_site.py's
+#: default --repository, tools/colab_cell.py's REPOSITORY)
+REPOSITORY = "transformer-block-course/course"
 BEGIN = "<!-- lesson table: tools/lesson_table.py --write -->"
 END = "<!-- end of lesson table -->"
 
@@ -80,6 +84,30 @@ def table() -> str:
             f"{round(r['minutes'])} | {r['exercises']} | {pts} | {r['claims']} |"
         )
     return "\n".join(lines)
+
+
+def colab_url(notebook: str, repository: str = REPOSITORY, branch: str = "main") -> str:
+    """The "Open in Colab" address of a lesson notebook (Colab opens it from GitHub)."""
+    return (
+        f"https://colab.research.google.com/github/{repository}/blob/{branch}/notebooks/{notebook}"
+    )
+
+
+def readme_link_problems(text: str) -> list[str]:
+    """What is wrong with the README's lesson table: every notebook of the course needs a row with
+    its Binder and its Colab link, both to ``REPOSITORY``. Empty: nothing."""
+    problems = []
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "notebooks/" in line]
+    for entry in NOTEBOOKS:
+        row = [r for r in rows if f"](notebooks/{entry.notebook})" in r]
+        if len(row) != 1:
+            problems.append(f"{entry.notebook}: {len(row)} rows in the README's lesson table")
+            continue
+        binder = f"https://mybinder.org/v2/gh/{REPOSITORY}/main?urlpath=lab/tree/notebooks/{entry.notebook}"
+        for name, url in (("Binder", binder), ("Colab", colab_url(entry.notebook))):
+            if f"]({url})" not in row[0]:
+                problems.append(f"{entry.notebook}: no {name} link {url}")
+    return problems
 
 
 def guide_table(text: str) -> str:
