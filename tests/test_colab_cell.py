@@ -33,18 +33,39 @@ _spec.loader.exec_module(colab_cell)
 SAMPLE = ("04_positional_encoding.ipynb", "10_trust_but_verify.ipynb")
 
 
+def _without_setup_cell(nb):
+    """``nb`` as it was before the tool first ran: no setup cell, execution counts one down."""
+    nb.cells = [c for c in nb.cells if not colab_cell.is_setup_cell(c)]
+    for c in _code(nb):
+        if c.get("execution_count") is not None:
+            c.execution_count -= 1
+        for out in c.get("outputs", []):
+            if out.get("execution_count") is not None:
+                out["execution_count"] -= 1
+    return nb
+
+
 @pytest.fixture
 def copies(tmp_path):
+    """Two lessons as they were before the tool first ran (in ``before/``), and copies of them to
+    run the tool on."""
+    (tmp_path / "before").mkdir()
     for name in SAMPLE:
-        shutil.copy(ROOT / "notebooks" / name, tmp_path / name)
+        nb = _without_setup_cell(nbformat.read(str(ROOT / "notebooks" / name), as_version=4))
+        nbformat.write(nb, str(tmp_path / "before" / name))
+        shutil.copy(tmp_path / "before" / name, tmp_path / name)
     return [tmp_path / name for name in SAMPLE]
+
+
+def test_the_committed_lessons_hold_the_current_setup_cell():
+    assert colab_cell.main(["--check"]) == 0  # python tools/colab_cell.py changes nothing
 
 
 def _code(nb):
     return [c for c in nb.cells if c.cell_type == "code"]
 
 
-def test_tool_inserts_the_cell_first_once_and_keeps_the_lessons_rules(copies):
+def test_tool_inserts_the_cell_after_the_title_once_and_keeps_the_lessons_rules(copies):
     assert colab_cell.main([*map(str, copies), "--check"]) == 1
     assert colab_cell.main(list(map(str, copies))) == 0
     first_run = [p.read_bytes() for p in copies]
@@ -56,14 +77,15 @@ def test_tool_inserts_the_cell_first_once_and_keeps_the_lessons_rules(copies):
         run = subprocess.run([*ruff, *map(str, copies)], capture_output=True, text=True)
         assert run.returncode == 0, run.stdout + run.stderr
     for path in copies:
-        before = nbformat.read(str(ROOT / "notebooks" / path.name), as_version=4)
+        before = nbformat.read(str(path.parent / "before" / path.name), as_version=4)
         after = nbformat.read(str(path), as_version=4)
-        setup = after.cells[0]
+        setup = after.cells[1]  # after the lesson's title
+        assert after.cells[0].cell_type == "markdown" and after.cells[0].source.startswith("# ")
         assert colab_cell.is_setup_cell(setup) and setup.source == colab_cell.cell_source()
         assert sum(colab_cell.is_setup_cell(c) for c in after.cells) == 1
         assert setup.outputs == []
         # every other cell as it was, its execution count one up (what a fresh run gives)
-        assert [c.source for c in after.cells[1:]] == [c.source for c in before.cells]
+        assert [c.source for c in after.cells if c is not setup] == [c.source for c in before.cells]
         assert [c.outputs for c in _code(after)[1:]] != [] and all(
             a.get("outputs") == b.get("outputs") or _shifted(a, b)
             for a, b in zip(_code(after)[1:], _code(before), strict=True)
@@ -71,11 +93,11 @@ def test_tool_inserts_the_cell_first_once_and_keeps_the_lessons_rules(copies):
         counts = [c.execution_count for c in _code(after) if c.source.strip()]
         assert counts == list(range(1, len(counts) + 1))  # tests/test_notebook_rhythm.py's rule
         assert estimated_minutes(json.loads(path.read_text())) == estimated_minutes(
-            ROOT / "notebooks" / path.name
+            path.parent / "before" / path.name
         )
         # the student version keeps it as it is (it has no nbgrader metadata)
         student = lessons.student_version(json.loads(path.read_text()))
-        assert "".join(student["cells"][0]["source"]) == setup.source
+        assert "".join(student["cells"][1]["source"]) == setup.source
 
 
 def _shifted(a, b) -> bool:
@@ -88,14 +110,14 @@ def test_tool_moves_and_updates_a_stale_cell_and_refuses_two(copies):
     path = copies[0]
     colab_cell.main([str(path), "--tag", "v0.0.1"])
     nb = nbformat.read(str(path), as_version=4)
-    assert "@v0.0.1" in nb.cells[0].source
-    nb.cells.insert(1, nb.cells.pop(0))  # moved by hand
+    assert "@v0.0.1" in nb.cells[1].source
+    nb.cells.insert(2, nb.cells.pop(1))  # moved by hand
     nbformat.write(nb, str(path))
     colab_cell.main([str(path)])
     nb = nbformat.read(str(path), as_version=4)
     assert (
-        colab_cell.is_setup_cell(nb.cells[0])
-        and f"@{colab_cell.default_tag()}" in nb.cells[0].source
+        colab_cell.is_setup_cell(nb.cells[1])
+        and f"@{colab_cell.default_tag()}" in nb.cells[1].source
     )
     nb.cells.append(colab_cell.setup_cell())
     with pytest.raises(ValueError, match="2 cells are tagged"):

@@ -103,19 +103,21 @@ def is_setup_cell(cell) -> bool:
 
 
 def apply(nb, repository: str = REPOSITORY, tag: str | None = None) -> bool:
-    """Insert the setup cell first in ``nb`` (an nbformat notebook, changed in place), or update
-    the one there. Returns whether anything changed."""
+    """Insert the setup cell in ``nb`` (an nbformat notebook, changed in place), right after the
+    lesson's title cell (first if there is none), or update the one there. Returns whether anything
+    changed."""
     new = setup_cell(repository, tag)
     present = [c for c in nb.cells if is_setup_cell(c)]
     if len(present) > 1:
         raise ValueError(f"{len(present)} cells are tagged {TAG!r}; a notebook has one")
     if present:
         cell = present[0]
-        changed = cell.source != new.source or nb.cells.index(cell) != 0
+        was = nb.cells.index(cell)
+        nb.cells.remove(cell)
+        place = position(nb)
+        changed = cell.source != new.source or was != place
         cell.source = new.source
-        if nb.cells.index(cell) != 0:
-            nb.cells.remove(cell)
-            nb.cells.insert(0, cell)
+        nb.cells.insert(place, cell)
         return changed
     code = [c for c in nb.cells if c.cell_type == "code"]
     if code and code[0].get("execution_count") == 1:  # an executed notebook: counts move up
@@ -126,8 +128,20 @@ def apply(nb, repository: str = REPOSITORY, tag: str | None = None) -> bool:
                 if out.get("execution_count") is not None:
                     out["execution_count"] += 1
         new.execution_count = 1
-    nb.cells.insert(0, new)
+    nb.cells.insert(position(nb), new)
     return True
+
+
+def position(nb) -> int:
+    """Where the setup cell goes in ``nb`` (without it): after the lesson's title cell (a markdown
+    cell that starts with a level-1 heading), so that a student sees the lesson's name first."""
+    first = nb.cells[0] if nb.cells else None
+    is_title = (
+        first is not None
+        and first.cell_type == "markdown"
+        and first.source.lstrip().startswith("# ")
+    )
+    return 1 if is_title else 0
 
 
 def main(argv: list[str] | None = None) -> int:
