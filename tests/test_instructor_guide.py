@@ -148,6 +148,8 @@ def test_the_guides_walkthrough_runs_as_written(tmp_path):
     first, regrade = grading[0], grading[1]
     assert f"grading with the secret in {key}" in first[1], first[1][-3000:]
     assert all(secret not in out for _, out, *_ in outputs)
+    # nor the confined kernel's start-up banner (its standard output goes nowhere)
+    assert not any("ipython kernel" in out or "--existing" in out for _, out, *_ in grading)
     totals = first[2]
     assert float(totals["S-001"]) == 6.0, totals  # alice: late, within her extension
     assert float(totals["S-002"]) < 6.0, totals  # bob: a day late, 10 % off

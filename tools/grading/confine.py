@@ -688,6 +688,13 @@ def main(argv: list[str]) -> None:
     cmd = command(argv[0], fd_in, fd_out, stage)
     drop_privileges()
     _limits()  # inherited by bwrap and the kernel
+    # the kernel's own standard output (its start-up banner, and anything the notebook writes to
+    # file descriptor 1 past ipykernel's capture) is nobody's to read: never the instructor's
+    # terminal. Standard error stays: bubblewrap's own errors are how a sandbox that cannot start
+    # says why.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
     os.execv(cmd[0], cmd)
 
 
