@@ -824,7 +824,10 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                     h.update(b"<empty>")
             glob = _getattr(x, "__globals__", None)
             if _type(glob) is _dict:
+                reads = global_reads(code)  # not attribute names, which share co_names
                 for name in code.co_names:
+                    if name not in reads:
+                        continue
                     value = glob.get(name)
                     if _isinstance(value, Tensor | Module) or _type(value) in (_int, _float, _bool):
                         h.update(name.encode())
@@ -843,6 +846,12 @@ def _machinery(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see abo
                 digest(attrs[k], h, depth + 1, seen)
         else:
             h.update(kind.__qualname__.encode())
+
+    def global_reads(code):
+        """The names ``code`` reads as globals. ``co_names`` also holds attribute names: a lambda
+        ``h.mean(-1)`` must not take in a notebook global named ``mean`` that it never reads
+        (an honest notebook binding one would otherwise change the hidden inputs' digest)."""
+        return {i.argval for i in _instructions(code) if i.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
 
     def fingerprint(args, kwargs):
         h = _sha256()

@@ -362,3 +362,25 @@ def test_the_sealed_recorder_records_numpy_changed_inputs_and_course_calls_at_de
     assert "inputs_after" not in entries["direct"]  # recorded: what the answer returned
     assert entries["numpy"]["value"] == plain(torch.arange(3.0))
     assert "helpers.positional.alibi_bias" in entries["through_a_helper"]["calls"]
+
+
+def test_a_notebook_global_named_like_an_attribute_the_hidden_inputs_use_changes_no_grade(
+    tmp_path, monkeypatch
+):
+    """l5_ex2's hidden inputs include ``lambda h: 2 * h - h.mean(-1, keepdim=True)``: ``mean`` is
+    an attribute name there, in the lambda's ``co_names`` beside its globals. A notebook that binds
+    a global ``mean`` (lesson 5's own demonstration cell does: ``mean = sum(finals) / len(finals)``;
+    so may an honest student's cell) must record the same inputs as one that does not, so the
+    answer keeps its points (before: "its inputs are not the ones the hidden test builds")."""
+    solution_cell, hidden = _exercise_cells("05_residuals_and_layer_norm.ipynb", "l5_ex2")
+    ns = _namespace()
+    exec(compile(solution_cell, "<solution>", "exec"), ns)
+    answer = ns["fixed_pre_norm"]
+    reference = _records(
+        hidden, "fixed_pre_norm", answer, tmp_path / "reference.jsonl", monkeypatch
+    )
+    monkeypatch.setattr(
+        sys.modules[__name__], "_namespace", lambda: {**ns, "mean": 0.5, "tanh": torch.ones(2)}
+    )
+    student = _records(hidden, "fixed_pre_norm", answer, tmp_path / "student.jsonl", monkeypatch)
+    assert judge("l5_ex2", reference, student).correct, judge("l5_ex2", reference, student)
