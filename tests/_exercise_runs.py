@@ -49,7 +49,12 @@ def cells(notebook: str) -> dict[str, str]:
 
 def _namespace(notebook: str) -> dict:
     nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
-    first = next(c for c in nb.cells if c.cell_type == "code")
+    # the lesson's imports: its first code cell after the Colab set-up cell (tools/colab_cell.py)
+    first = next(
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and "course-setup" not in c.metadata.get("tags", [])
+    )
     source = "\n".join(line for line in first.source.splitlines() if not line.startswith("%"))
     namespace: dict = {"__name__": "__main__"}
     dtype, threads = torch.get_default_dtype(), torch.get_num_threads()

@@ -1514,7 +1514,11 @@ def _cells_of(grade_id: str):
 
     path = NOTEBOOKS / (FURTHER if grade_id.startswith("l4b_") else CORE)
     nb = nbformat.read(str(path), as_version=4)
-    first = next(c for c in nb.cells if c.cell_type == "code").source
+    first = next(  # after the Colab set-up cell (tools/colab_cell.py)
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and "course-setup" not in c.metadata.get("tags", [])
+    ).source
     by_id = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source for c in nb.cells}
     imports = "\n".join(line for line in first.splitlines() if not line.startswith("%"))
     return imports, by_id[grade_id], by_id[f"{grade_id}_check"]
