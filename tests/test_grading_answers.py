@@ -384,3 +384,13 @@ def test_a_notebook_global_named_like_an_attribute_the_hidden_inputs_use_changes
     )
     student = _records(hidden, "fixed_pre_norm", answer, tmp_path / "student.jsonl", monkeypatch)
     assert judge("l5_ex2", reference, student).correct, judge("l5_ex2", reference, student)
+
+
+def test_a_numpy_answer_with_negative_strides_is_read_by_the_check_as_by_the_grade():
+    """``np.flip`` and ``a[::-1]`` give arrays ``torch.from_numpy`` refuses; the recorder takes
+    them (it reads the values), so the visible check must too, as the same values."""
+    from helpers.checks._core import as_tensor
+
+    flipped = np.flip(np.arange(6.0).reshape(2, 3), axis=-1)
+    value = as_tensor("l5_ex1", flipped)
+    assert torch.equal(value, torch.tensor([[2.0, 1.0, 0.0], [5.0, 4.0, 3.0]], dtype=torch.float64))

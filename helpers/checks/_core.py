@@ -97,7 +97,9 @@ def as_tensor(
     if value is None:
         fail(exercise, f"{name} is None: did you forget to `return` it?")
     if isinstance(value, np.ndarray):
-        value = torch.from_numpy(value)
+        # a copy where torch.from_numpy refuses the layout (negative strides: np.flip, a[::-1]),
+        # as the grade's recorder takes it
+        value = torch.from_numpy(value if value.flags.c_contiguous else np.ascontiguousarray(value))
     if not isinstance(value, torch.Tensor):
         fail(exercise, f"{name} should be a torch.Tensor, got a {type(value).__name__}.")
     if shape is not None and tuple(value.shape) != tuple(shape):
