@@ -247,7 +247,15 @@ def agrees_within_spread(
 
 #: A tool's options that only say where its outputs go or its inputs come from.
 OUTPUT_OPTIONS = frozenset(
-    {"--raw", "--from-raw", "--aa-from-raw", "--doc", "--data-dir", "--figure"}
+    {
+        "--raw",
+        "--from-raw",
+        "--aa-from-raw",
+        "--followup-from-raw",
+        "--doc",
+        "--data-dir",
+        "--figure",
+    }
 )
 
 

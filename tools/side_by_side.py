@@ -167,7 +167,7 @@ bigram {b["bigram"]:.3f}). Differences are the row's loss minus its factor's fir
 def _write(grid: SideBySide, args, argv) -> None:
     data = save_side_by_side(grid, folder=args.data_dir)
     command = experiment_command(
-        "tools/side_by_side.py", _without_followup(argv if argv is not None else sys.argv[1:])
+        "tools/side_by_side.py", argv if argv is not None else sys.argv[1:]
     )
     if args.doc is not None:
         figure = args.doc.with_name("side_by_side.png") if args.figure is None else args.figure
@@ -177,19 +177,6 @@ def _write(grid: SideBySide, args, argv) -> None:
     print("\n".join(grid.lines()))
     print(rule_summary(grid))
     print(f"wrote {data.name} in {grid.seconds:.0f} s ({grid.cpu_seconds:.0f} s CPU)")
-
-
-def _without_followup(argv: list[str]) -> list[str]:
-    # the follow-up's raw file is a local path, like the other output options: not in the page
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--followup-from-raw":
-            skip = True
-        else:
-            out.append(a)
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -147,19 +147,6 @@ on the held-out text: {sweep.unigram:.3f} nats (uniform: {sweep.uniform:.3f}).
 {LITERATURE}"""
 
 
-def _without_followup(argv: list[str]) -> list[str]:
-    # the follow-up's raw file is a local path, like the other output options: not in the page
-    out, skip = [], False
-    for a in argv:
-        if skip:
-            skip = False
-        elif a == "--followup-from-raw":
-            skip = True
-        else:
-            out.append(a)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -198,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
             args.raw.write_text(json.dumps(sweep.to_dict()))
     data = save_warmup_sweep(sweep, folder=args.data_dir)
     command = experiment_command(
-        "tools/warmup_sweep.py", _without_followup(argv if argv is not None else sys.argv[1:])
+        "tools/warmup_sweep.py", argv if argv is not None else sys.argv[1:]
     )
     if args.doc is not None:
         figure = args.doc.with_name("warmup_sweep.png")
