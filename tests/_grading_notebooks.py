@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import subprocess
+import sys
+from pathlib import Path
 
 import nbformat
 
@@ -30,6 +33,19 @@ def one_solution(source: str) -> nbformat.NotebookNode:
     nb = nbformat.v4.new_notebook()
     nb.cells = [code_cell(source, solution=True, grade_id="ex")]
     return nb
+
+
+def load_coursework():
+    """``tools/coursework.py`` as the module ``coursework``, loaded from its file (no ``sys.path``
+    edit), once per process: a test file that imported it already shares that module (its
+    dataclasses look their module up by name)."""
+    if "coursework" not in sys.modules:
+        path = Path(__file__).resolve().parent.parent / "tools" / "coursework.py"
+        spec = importlib.util.spec_from_file_location("coursework", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["coursework"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["coursework"]
 
 
 def run_coursework(cw, lesson, course, *args: str) -> subprocess.CompletedProcess:

@@ -7,16 +7,14 @@ written elsewhere in silence."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import nbformat
 import pytest
-from _grading_notebooks import run_coursework
+from _grading_notebooks import load_coursework, run_coursework
 
 from helpers.course import Lesson
 
@@ -25,17 +23,7 @@ LESSON = Lesson(95, "collect", "collect.ipynb", (), None, "collect")
 FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"
 
 
-def _coursework():
-    if "coursework" in sys.modules:
-        return sys.modules["coursework"]
-    spec = importlib.util.spec_from_file_location("coursework", ROOT / "tools" / "coursework.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["coursework"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cw = _coursework()
+cw = load_coursework()
 
 
 def _notebook(path: Path, mtime: float | None = None) -> None:

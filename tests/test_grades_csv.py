@@ -8,14 +8,12 @@ import. The gradebook is filled by hand here (no grading run): the CSV is what i
 from __future__ import annotations
 
 import csv
-import importlib.util
 import io
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from _grading_notebooks import code_cell, python_notebook, run_coursework
+from _grading_notebooks import code_cell, load_coursework, python_notebook, run_coursework
 
 from helpers.course import Lesson
 
@@ -24,17 +22,7 @@ LESSON = Lesson(96, "csv", "csvlesson.ipynb", (), None, "csv")
 AID, NID = LESSON.assignment, "csvlesson"
 
 
-def _coursework():
-    if "coursework" in sys.modules:
-        return sys.modules["coursework"]
-    spec = importlib.util.spec_from_file_location("coursework", ROOT / "tools" / "coursework.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["coursework"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cw = _coursework()
+cw = load_coursework()
 
 # id, first name, last name, (exercise 1, exercise 2), late penalty
 STUDENTS = [

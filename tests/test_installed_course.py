@@ -15,7 +15,6 @@ whole file, 4 min 5 s at a load average of 3 to 4. More than the couple of minut
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from _grading_notebooks import load_coursework
 from _outputs import compare_notebook  # tests/ is on sys.path
 
 from helpers import notebooks as lessons
@@ -32,9 +32,6 @@ from helpers.course import NOTEBOOKS, part
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH = "2.13.0"
-
-_spec = importlib.util.spec_from_file_location("coursework", ROOT / "tools" / "coursework.py")
-coursework = importlib.util.module_from_spec(_spec)
 
 
 def _code_sources(nb) -> list[str]:
@@ -96,10 +93,7 @@ def test_student_version_refuses_an_unclosed_solution_and_a_non_notebook():
 
 @pytest.mark.slow
 def test_student_version_has_the_code_cells_of_the_nbgrader_release(tmp_path):
-    if "coursework" not in sys.modules:  # dataclasses look their module up
-        sys.modules["coursework"] = coursework
-        _spec.loader.exec_module(coursework)
-    coursework_ = sys.modules["coursework"]  # another test file of this worker may have loaded it
+    coursework_ = load_coursework()
     lesson = part("6")
     built = coursework_.release([lesson], course_dir=tmp_path / "course", db=False)
     released = nbformat.read(str(built[coursework_.assignment_id(lesson)]), as_version=4)
