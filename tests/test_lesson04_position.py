@@ -805,9 +805,10 @@ def right_rotary_half_split(x, positions):
 
 def _half_split_by_library(x, positions):
     """An independent right answer: the course's interleaved rotary after permuting columns
-    (Llama column j is course column to_course[j]; tests/test_issue18 checks this on Llama)."""
+    (Llama column j is course column to_course[j]: i -> 2i, i + d/2 -> 2i+1;
+    tests/test_lesson04_position_in_attention.py checks this on Llama)."""
     d = x.shape[-1]
-    to_course = torch.cat([torch.arange(1, d, 2), torch.arange(0, d, 2)])
+    to_course = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])
     course = torch.empty_like(x)
     course[..., to_course] = x
     return helpers.apply_rotary(course, positions)[..., to_course]
