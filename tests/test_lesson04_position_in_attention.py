@@ -457,3 +457,36 @@ def test_4b_ex1_the_old_direction_fails_check_and_grade(form, tmp_path):
     result = run(L4B, "l4b_ex1", _FORMS[form].format(sign="-"), tmp_path)
     assert not result.check and "turns the wrong way" in result.said, result.said
     assert not result.grade.correct, result.grade.message
+
+
+def test_C4_8_the_other_direction_is_this_one_with_each_pairs_second_row_of_W_Q_and_W_K_negated(
+    monkeypatch,
+):
+    """What helpers/data/README.md says of the shipped runs: a rotary model turning the other way
+    (lesson 4's R_p on row p) computes what this one computes with the second output row of each
+    pair of W_Q and W_K (and of their biases) negated, a relabelling of a sign-symmetric draw."""
+    import helpers.attention
+
+    torch.manual_seed(0)
+    model = TransformerLM(40, 32, 2, 4, max_len=16, positional="rotary").double().eval()
+    tokens = torch.randint(0, 40, (2, 10))
+    with torch.no_grad():
+        ours = model(tokens)
+
+    def other_way(x, positions=None, base=10000.0):  # row p turned by R_p, lesson 4's rotation
+        n, d = x.shape[-2:]
+        r = torch.stack([rotation_matrix(p, d, base, dtype=x.dtype) for p in range(n)])  # [n,d,d]
+        return torch.einsum("pij,...pj->...pi", r, x)
+
+    monkeypatch.setattr(helpers.attention, "apply_rotary", other_way)
+    with torch.no_grad():
+        assert (model(tokens) - ours).abs().max() > 1e-3  # the other way alone: another model
+        for mha in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
+            sign = torch.ones(mha.d_head, dtype=F64)
+            sign[1::2] = -1  # each pair's second row
+            sign = sign.repeat(mha.n_heads)  # [d_model]: every head
+            for proj in (mha.q_proj, mha.k_proj):
+                proj.weight.mul_(sign[:, None])
+                if proj.bias is not None:
+                    proj.bias.mul_(sign)
+        torch.testing.assert_close(model(tokens), ours, rtol=0, atol=1e-10)
