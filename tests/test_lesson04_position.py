@@ -776,7 +776,8 @@ def test_C4_8_rope_score_depends_on_offset_only_and_added_pe_does_not():
             * helpers.apply_rotary(k.expand(len(p), 16), j)
         ).sum(1)
         assert float(rope.max() - rope.min()) < 1e-9
-        torch.testing.assert_close(rope, (q @ rotation_matrix(offset, 16) @ k).expand(len(p)))
+        want = q @ rotation_matrix(-offset, 16) @ k  # q^T R_(p-j) k, RoFormer's q^T Θ_(j-p) k
+        torch.testing.assert_close(rope, want.expand(len(p)))
         added = ((q + pe[p]) * (k + pe[j])).sum(1)
         assert float(added.max() - added.min()) > 1.0
 
