@@ -128,3 +128,40 @@ def test_copy_from_torch_encoder_layer_refuses_rms_and_rotary_blocks():
         helpers.blocks.copy_from_torch_encoder_layer(
             layer, TransformerBlock(16, 2, 64, norm="post", positional="rotary")
         )
+
+
+# --- the options a real checkpoint needs (issue 39: GPT-2's and Llama's exact settings) ---------
+
+
+def test_gelu_tanh_feed_forward_is_gpt2s_gelu_new():
+    torch.manual_seed(0)
+    ffn = helpers.FeedForward(8, 20, activation="gelu_tanh").double()
+    x = torch.randn(3, 8, dtype=F64) * 3
+    expected = ffn.w2(torch.nn.functional.gelu(ffn.w1(x), approximate="tanh"))
+    torch.testing.assert_close(ffn(x), expected, rtol=0, atol=1e-12)
+    exact = ffn.w2(torch.nn.functional.gelu(ffn.w1(x)))
+    assert (ffn(x) - exact).abs().max() > 1e-6  # not the erf form
+
+
+def test_swiglu_explicit_hidden_width_and_no_biases():
+    ffn = helpers.FeedForward(16, 64, activation="swiglu", bias=False, d_hidden=37)
+    assert ffn.d_hidden == 37 and ffn.w1.bias is None and ffn.w3.weight.shape == (37, 16)
+    assert count_parameters(ffn) == 3 * 16 * 37
+    from helpers.feedforward import ffn_parameter_count
+
+    assert ffn_parameter_count(16, 64, "swiglu", bias=False, d_hidden=37) == 3 * 16 * 37
+    with pytest.raises(ValueError, match="d_hidden sets SwiGLU's hidden width.*d_ff=37"):
+        helpers.FeedForward(16, 64, activation="relu", d_hidden=37)
+
+
+def test_block_passes_norm_eps_rotary_base_and_hidden_width():
+    block = TransformerBlock(
+        16, 2, 64, activation="swiglu", norm_type="rms", positional="rotary", bias=False,
+        rotary_base=500.0, norm_eps=1e-3, d_hidden=40,
+    )  # fmt: skip
+    assert block.attn.norm.eps == block.ffn.norm.eps == 1e-3
+    assert block.attention.rotary_base == 500.0 and block.feedforward.d_hidden == 40
+    assert all(m.bias is None for m in block.modules() if isinstance(m, nn.Linear))
+    default = TransformerBlock(16, 2)
+    assert default.attn.norm.eps == 1e-5 and default.attention.rotary_base == 10000.0
+    assert TransformerBlock(16, 2, norm_type="rms").attn.norm.eps == 1e-6
