@@ -70,7 +70,7 @@ import torch
 from torch import nn
 
 from . import _validate as check
-from .model import TransformerLM
+from .model import LMConfig, TransformerLM
 
 __all__ = [
     "from_huggingface",
@@ -128,35 +128,13 @@ def _permute_heads(w: torch.Tensor, n_heads: int, perm: torch.Tensor) -> torch.T
 
 
 def _build(settings: dict) -> TransformerLM:
-    """A TransformerLM with ``settings`` (TransformerLM's arguments and the block options)."""
-    settings = dict(settings)
-    block = {k: settings.pop(k) for k in ("bias", "norm_eps", "rotary_base", "d_hidden")}
-    with torch.device("meta"):  # shapes only: every weight is copied in afterwards
-        model = TransformerLM(**settings, scale_embeddings=False, init="torch")
-    inside = settings["positional"] if settings["positional"] == "rotary" else "none"
-    from .blocks import TransformerBlock
-    from .normalization import make_norm
-
-    model.blocks = nn.ModuleList(
-        TransformerBlock(
-            settings["d_model"],
-            settings["n_heads"],
-            settings["d_ff"],
-            norm="pre",
-            activation=settings["activation"],
-            causal=True,
-            bias=block["bias"],
-            norm_type=settings["norm_type"],
-            positional=inside,
-            rotary_base=block["rotary_base"],
-            norm_eps=block["norm_eps"],
-            d_hidden=block["d_hidden"],
-        )
-        for _ in range(settings["n_layers"])
-    )
-    model.final_norm = make_norm(settings["norm_type"], settings["d_model"], block["norm_eps"])
+    """A TransformerLM of ``settings`` (:class:`~helpers.model.LMConfig`'s fields), its weights
+    uninitialized: every one is copied in afterwards."""
+    config = LMConfig(**settings, norm="pre", scale_embeddings=False, init="torch")
+    with torch.device("meta"):  # shapes only: nothing is drawn
+        model = TransformerLM.from_config(config)
     model = model.to_empty(device="cpu")
-    if settings["tie_weights"]:
+    if config.tie_weights:  # to_empty gives each module a new Parameter: tie again
         model.lm_head.weight = model.token_embedding.weight
     return model.eval()
 
@@ -239,7 +217,6 @@ def _from_hf_gpt2(hf) -> TransformerLM:
             d_ff=c.n_inner or 4 * c.n_embd,
             max_len=c.n_positions,
             positional="learned",
-            norm="pre",
             activation=_GPT2_ACTIVATIONS[c.activation_function],
             tie_weights=tied,
             norm_type="layer",
@@ -264,7 +241,6 @@ def _from_zoo_gpt(gpt) -> TransformerLM:
             d_ff=4 * c.n_embd,
             max_len=c.block_size,
             positional="learned",
-            norm="pre",
             activation="gelu_tanh",
             tie_weights=gpt.lm_head.weight is gpt.transformer.wte.weight,
             norm_type="layer",
@@ -317,7 +293,6 @@ def _from_hf_llama(hf) -> TransformerLM:
             d_ff=c.intermediate_size,
             max_len=c.max_position_embeddings,
             positional="rotary",
-            norm="pre",
             activation="swiglu",
             tie_weights=hf.lm_head.weight is hf.model.embed_tokens.weight,
             norm_type="rms",

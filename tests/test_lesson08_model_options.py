@@ -251,3 +251,35 @@ def test_block_passes_norm_eps_rotary_base_and_hidden_width():
     default = TransformerBlock(16, 2)
     assert default.attn.norm.eps == 1e-5 and default.attention.rotary_base == 10000.0
     assert TransformerBlock(16, 2, norm_type="rms").attn.norm.eps == 1e-6
+
+
+def test_lmconfig_checkpoint_options_reach_every_module():
+    model = TransformerLM(
+        40, 16, 2, 2, positional="rotary", norm_type="rms", activation="swiglu", bias=False,
+        d_hidden=24, norm_eps=1e-3, rotary_base=500.0,
+    )  # fmt: skip
+    assert model.config.d_hidden == 24 and model.config.bias is False
+    assert all(m.bias is None for m in model.modules() if isinstance(m, nn.Linear))
+    assert all(b.feedforward.d_hidden == 24 for b in model.blocks)
+    assert all(b.attention.rotary_base == 500.0 for b in model.blocks)
+    norms = [m for m in model.modules() if isinstance(m, RMSNorm)]
+    assert len(norms) == 5 and all(n.eps == 1e-3 for n in norms)  # 2 per block + the final one
+    assert count_parameters(model) == 40 * 16 + 2 * (4 * 16 * 16 + 3 * 16 * 24 + 2 * 16) + 16
+    assert "bias=False" in repr(model) and "rotary_base=500.0" in repr(model)
+    with torch.device("meta"):  # defaults: every earlier model unchanged
+        gpt2 = TransformerLM.from_config(GPT2_SMALL)
+    assert "bias" not in gpt2.extra_repr() and gpt2.final_norm.eps == 1e-5
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(d_hidden=24), "d_hidden sets SwiGLU's hidden width; with activation='gelu'"),
+        (dict(bias=1), "bias must be True or False"),
+        (dict(norm_eps=0.0), "norm_eps"),
+        (dict(rotary_base=-1.0), "rotary_base"),
+    ],
+)
+def test_lmconfig_checkpoint_options_refuse_bad_values_by_name(options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        helpers.LMConfig(40, 16, 2, 2, **options)
