@@ -63,7 +63,6 @@ environment does not install it); it is imported only when a Hugging Face model 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -78,6 +77,8 @@ __all__ = [
     "half_split_to_interleaved",
     "compare_hidden_states",
     "LayerComparison",
+    "gpt2_reference",
+    "pretrained_gpt2",
 ]
 
 #: GPT-2's activation names (Hugging Face's ACT2FN keys) the course computes exactly.
@@ -91,7 +92,9 @@ _TO_GPT2_ACTIVATION = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
 
 
 def _transformers():
-    """The transformers package, imported offline, or a clear error if it is not installed."""
+    """The transformers package, or a clear error if it is not installed. Nothing here downloads:
+    models are built from configurations or read from the model given (only
+    :func:`pretrained_gpt2`, which the student calls on purpose, reaches the hub)."""
     from .zoo.huggingface import TRANSFORMERS_PIN, transformers_available
 
     if not transformers_available():
@@ -99,7 +102,6 @@ def _transformers():
             "transformers is not installed, so no Hugging Face model can be built or read here; "
             f"it is optional for the course: `python -m pip install {TRANSFORMERS_PIN}` adds it"
         )
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach the network unless asked
     import transformers
 
     return transformers
@@ -529,29 +531,46 @@ class LayerComparison:
 
 
 def _reference_states(reference: nn.Module, tokens: torch.Tensor):
-    """The reference's [h_0, ..., h_L] and logits: Hugging Face's output_hidden_states, whose last
-    entry is after the final norm (so h_L is read off the last block's output by a hook), or a
-    course model's return_hidden."""
+    """The reference's [h_0, ..., h_L] and logits. A course model: its return_hidden. Hugging
+    Face's models: output_hidden_states, whose last entry is after the final norm, so h_L is read
+    off the last block's output by a hook. The zoo's GPT: hooks on its embedding sum (``drop``)
+    and on every block."""
+    from .zoo.gpt import GPT
+
     if isinstance(reference, TransformerLM):
         logits, hidden = reference(tokens, return_hidden=True)
         return list(hidden), logits
-    blocks = reference.model.layers if hasattr(reference, "model") else reference.transformer.h
-    outputs = []
-    hook = blocks[-1].register_forward_hook(
-        lambda m, i, o: outputs.append(o[0] if isinstance(o, tuple) else o)
-    )
+    states = []
+
+    def keep(module, inputs, output):
+        states.append(output[0] if isinstance(output, tuple) else output)
+
+    zoo = isinstance(reference, GPT)
+    if zoo:
+        watched = [reference.transformer.drop, *reference.transformer.h]
+    else:
+        watched = [
+            reference.model.layers[-1]
+            if hasattr(reference, "model")
+            else reference.transformer.h[-1]
+        ]
+    hooks = [m.register_forward_hook(keep) for m in watched]
     try:
+        if zoo:
+            return states, reference(tokens)[0]
         out = reference(tokens, output_hidden_states=True)
     finally:
-        hook.remove()
-    return [*out.hidden_states[:-1], outputs[-1]], out.logits
+        for hook in hooks:
+            hook.remove()
+    return [*out.hidden_states[:-1], states[-1]], out.logits
 
 
 def compare_hidden_states(
     ours: TransformerLM, reference: nn.Module, tokens: torch.Tensor, atol: float = 1e-4
 ) -> LayerComparison:
     """Lesson 8 (going further). Run ``ours`` (``return_hidden=True``) and ``reference`` (a Hugging
-    Face causal LM with ``output_hidden_states=True``, or another TransformerLM) on ``tokens``
+    Face causal LM with ``output_hidden_states=True``, the zoo's GPT, or another TransformerLM)
+    on ``tokens``
     [batch, n] and compare the residual stream after the embeddings, after every block, and the
     logits: ``max |h_l(ours) - h_l(reference)|`` for each. ``first_different`` names the first
     layer above ``atol``: where a conversion went wrong."""
@@ -573,3 +592,52 @@ def compare_hidden_states(
     pairs = [*zip(hidden, theirs, strict=True), (logits, their_logits)]
     diffs = tuple(float((a.double() - b.double()).abs().max()) for a, b in pairs)
     return LayerComparison(tuple(names), diffs, atol)
+
+
+def gpt2_reference(
+    seed: int = 0,
+    *,
+    vocab_size: int = 50257,
+    n_positions: int = 1024,
+    d_model: int = 64,
+    n_layers: int = 2,
+    n_heads: int = 4,
+) -> nn.Module:
+    """Lesson 8 (going further). A GPT-2-layout model with random weights drawn after
+    ``torch.manual_seed(seed)``, built offline: Hugging Face's ``GPT2LMHeadModel`` (from a
+    ``GPT2Config`` of these sizes, dropout off) where transformers is installed, otherwise the
+    zoo's GPT (:class:`helpers.zoo.gpt.GPT`, the same layout and arithmetic). By default GPT-2's
+    vocabulary and context with two narrow blocks, small enough for a live lesson; GPT-2 small is
+    ``d_model=768, n_layers=12, n_heads=12``. In eval mode."""
+    from .zoo.gpt import GPT
+    from .zoo.huggingface import transformers_available
+
+    sizes = dict(vocab_size=vocab_size, n_positions=n_positions, d_model=d_model)
+    for name, value in (*sizes.items(), ("n_layers", n_layers), ("n_heads", n_heads)):
+        check.positive_int(name, value)
+    if d_model % n_heads:
+        raise ValueError(f"n_heads must divide d_model, got d_model={d_model}, n_heads={n_heads}")
+    torch.manual_seed(check.positive_int("seed", seed, minimum=0))
+    if not transformers_available():
+        gpt = GPT(block_size=n_positions, vocab_size=vocab_size, n_layer=n_layers,
+                  n_head=n_heads, n_embd=d_model)  # fmt: skip
+        return gpt.eval()
+    T = _transformers()
+    config = T.GPT2Config(
+        vocab_size=vocab_size, n_positions=n_positions, n_embd=d_model, n_layer=n_layers,
+        n_head=n_heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+    )  # fmt: skip
+    return T.GPT2LMHeadModel(config).eval()
+
+
+def pretrained_gpt2(name: str = "gpt2"):
+    """Lesson 8 (going further). GPT-2's real weights from the Hugging Face hub (``"gpt2"``:
+    GPT-2 small, about 550 MB the first time, cached afterwards) converted to the course's model,
+    and GPT-2's tokenizer: returns ``(model, tokenizer)``. Reaches the network: the lesson calls it
+    only when the student sets its flag. Raises ``ModuleNotFoundError`` without transformers and
+    ``OSError`` when the hub cannot be reached."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a model name on the hub such as 'gpt2', got {name!r}")
+    T = _transformers()
+    reference = T.GPT2LMHeadModel.from_pretrained(name).eval()
+    return from_huggingface(reference), T.AutoTokenizer.from_pretrained(name)
