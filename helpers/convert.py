@@ -602,27 +602,30 @@ def gpt2_reference(
     d_model: int = 64,
     n_layers: int = 2,
     n_heads: int = 4,
+    source: str = "zoo",
 ) -> nn.Module:
-    """Lesson 8 (going further). A GPT-2-layout model with random weights drawn after
-    ``torch.manual_seed(seed)``, built offline: Hugging Face's ``GPT2LMHeadModel`` (from a
-    ``GPT2Config`` of these sizes, dropout off) where transformers is installed, otherwise the
-    zoo's GPT (:class:`helpers.zoo.gpt.GPT`, the same layout and arithmetic). By default GPT-2's
-    vocabulary and context with two narrow blocks, small enough for a live lesson; GPT-2 small is
-    ``d_model=768, n_layers=12, n_heads=12``. In eval mode."""
+    """Lesson 8 (going further). A model in GPT-2's layout with random weights drawn after
+    ``torch.manual_seed(seed)``, built offline: ``source="zoo"`` (the default) the zoo's GPT
+    (:class:`helpers.zoo.gpt.GPT`: GPT-2's names, fused ``c_attn``, the same arithmetic; about a
+    second, and no optional package), ``source="huggingface"`` Hugging Face's ``GPT2LMHeadModel``
+    from a ``GPT2Config`` of these sizes, dropout off (needs transformers, whose import alone takes
+    10 to 20 s on two cores). By default GPT-2's vocabulary and context with two narrow blocks,
+    small enough for a live lesson; GPT-2 small is ``d_model=768, n_layers=12, n_heads=12``.
+    In eval mode."""
     from .zoo.gpt import GPT
-    from .zoo.huggingface import transformers_available
 
+    check.choice("source", source, ("zoo", "huggingface"))
     sizes = dict(vocab_size=vocab_size, n_positions=n_positions, d_model=d_model)
     for name, value in (*sizes.items(), ("n_layers", n_layers), ("n_heads", n_heads)):
         check.positive_int(name, value)
     if d_model % n_heads:
         raise ValueError(f"n_heads must divide d_model, got d_model={d_model}, n_heads={n_heads}")
+    T = _transformers() if source == "huggingface" else None  # before any weight is drawn
     torch.manual_seed(check.positive_int("seed", seed, minimum=0))
-    if not transformers_available():
+    if T is None:
         gpt = GPT(block_size=n_positions, vocab_size=vocab_size, n_layer=n_layers,
                   n_head=n_heads, n_embd=d_model)  # fmt: skip
         return gpt.eval()
-    T = _transformers()
     config = T.GPT2Config(
         vocab_size=vocab_size, n_positions=n_positions, n_embd=d_model, n_layer=n_layers,
         n_head=n_heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
