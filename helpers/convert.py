@@ -1,3 +1,4 @@
+# Past ~450 lines on purpose: one job (two families mapped both ways), a third of it the mapping table.
 """Lesson 8 (going further): the course's model runs real checkpoints, both ways.
 
 ``from_huggingface(model)`` builds a :class:`~helpers.TransformerLM` that computes what a Hugging
@@ -55,15 +56,12 @@ scale_attn_by_inverse_layer_idx, reorder_and_upcast_attn, scale_attn_weights=Fal
 attention; on the way out, whatever the target family has no setting for (sinusoidal or ALiBi
 position, post-norm, scaled embeddings, ...).
 
-``compare_hidden_states`` runs both models on the same tokens and says, layer by layer, where
-they part (a mismatch names the first layer that differs). transformers is optional (the course's
-environment does not install it); it is imported only when a Hugging Face model is converted, with
-``HF_HUB_OFFLINE=1`` set so that nothing reaches the network.
+:mod:`helpers.compare` runs both models on the same tokens and says, layer by layer, where they
+part. transformers is optional (the course's environment does not install it); it is imported
+only when a Hugging Face model is converted or built, and nothing here downloads.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -75,10 +73,6 @@ __all__ = [
     "from_huggingface",
     "to_huggingface",
     "half_split_to_interleaved",
-    "compare_hidden_states",
-    "LayerComparison",
-    "gpt2_reference",
-    "pretrained_gpt2",
 ]
 
 #: GPT-2's activation names (Hugging Face's ACT2FN keys) the course computes exactly.
@@ -263,6 +257,34 @@ def _rope_theta(c) -> float:
     return float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
 
 
+def _llama_names(model: TransformerLM) -> list[tuple[torch.Tensor, str, bool]]:
+    """(the course's tensor, its name in Hugging Face's Llama, rows permuted per head?) for every
+    weight of ``model`` (the output matrix only when it is not tied)."""
+    out = [(model.token_embedding.weight, "model.embed_tokens.weight", False)]
+    for i, block in enumerate(model.blocks):
+        p = f"model.layers.{i}."
+        mha, ffn = block.attention, block.feedforward
+        linears = [
+            (mha.q_proj, "self_attn.q_proj", True),
+            (mha.k_proj, "self_attn.k_proj", True),
+            (mha.v_proj, "self_attn.v_proj", False),
+            (mha.out_proj, "self_attn.o_proj", False),
+            (ffn.w1, "mlp.gate_proj", False),
+            (ffn.w3, "mlp.up_proj", False),
+            (ffn.w2, "mlp.down_proj", False),
+        ]
+        for linear, name, turned in linears:
+            for attr in ("weight", "bias"):
+                if getattr(linear, attr) is not None:
+                    out.append((getattr(linear, attr), f"{p}{name}.{attr}", turned))
+        out.append((block.attn.norm.weight, p + "input_layernorm.weight", False))
+        out.append((block.ffn.norm.weight, p + "post_attention_layernorm.weight", False))
+    out.append((model.final_norm.weight, "model.norm.weight", False))
+    if not model.tied:
+        out.append((model.lm_head.weight, "lm_head.weight", False))
+    return out
+
+
 def _from_hf_llama(hf) -> TransformerLM:
     c = hf.config
     d, heads = c.hidden_size, c.num_attention_heads
@@ -306,30 +328,8 @@ def _from_hf_llama(hf) -> TransformerLM:
     )
     perm = half_split_to_interleaved(d // heads)
     state = hf.state_dict()
-    _copy(model.token_embedding.weight, state["model.embed_tokens.weight"], "embed_tokens")
-    for i, block in enumerate(model.blocks):
-        p = f"model.layers.{i}."
-        mha, ffn = block.attention, block.feedforward
-        pairs = [
-            (mha.q_proj, "self_attn.q_proj", True),
-            (mha.k_proj, "self_attn.k_proj", True),
-            (mha.v_proj, "self_attn.v_proj", False),
-            (mha.out_proj, "self_attn.o_proj", False),
-            (ffn.w1, "mlp.gate_proj", False),
-            (ffn.w3, "mlp.up_proj", False),
-            (ffn.w2, "mlp.down_proj", False),
-        ]
-        for linear, name, turned in pairs:
-            for attr in ("weight", "bias"):
-                if getattr(linear, attr) is None:
-                    continue
-                t = state[f"{p}{name}.{attr}"]
-                _copy(getattr(linear, attr), _permute_heads(t, heads, perm) if turned else t, name)
-        _copy(block.attn.norm.weight, state[p + "input_layernorm.weight"], "input_layernorm")
-        _copy(block.ffn.norm.weight, state[p + "post_attention_layernorm.weight"], "post_attn")
-    _copy(model.final_norm.weight, state["model.norm.weight"], "model.norm")
-    if not model.tied:
-        _copy(model.lm_head.weight, state["lm_head.weight"], "lm_head")
+    for ours, key, turned in _llama_names(model):
+        _copy(ours, _permute_heads(state[key], heads, perm) if turned else state[key], key)
     return model
 
 
@@ -394,10 +394,23 @@ def to_huggingface(model: TransformerLM) -> nn.Module:
     )
 
 
+def _new_hf(model: TransformerLM, family: str, **fields) -> nn.Module:
+    """An untrained Hugging Face model of ``family`` with ``model``'s vocabulary and tying."""
+    T = _transformers()
+    config_class, model_class = {
+        "gpt2": (T.GPT2Config, T.GPT2LMHeadModel),
+        "llama": (T.LlamaConfig, T.LlamaForCausalLM),
+    }[family]
+    config = config_class(vocab_size=model.config.vocab_size, tie_word_embeddings=model.tied,
+                          bos_token_id=0, eos_token_id=0, **fields)  # fmt: skip
+    return model_class(config).eval()
+
+
 def _to_hf_gpt2(model: TransformerLM, s: dict) -> nn.Module:
-    T, c = _transformers(), model.config
-    config = T.GPT2Config(
-        vocab_size=c.vocab_size,
+    c = model.config
+    hf = _new_hf(
+        model,
+        "gpt2",
         n_positions=c.max_len,
         n_embd=c.d_model,
         n_layer=c.n_layers,
@@ -408,11 +421,7 @@ def _to_hf_gpt2(model: TransformerLM, s: dict) -> nn.Module:
         embd_pdrop=0.0,
         attn_pdrop=0.0,
         layer_norm_epsilon=s["norm_eps"],
-        tie_word_embeddings=model.tied,
-        bos_token_id=0,
-        eos_token_id=0,
     )
-    hf = T.GPT2LMHeadModel(config).eval()
     state = {}
     state["transformer.wte.weight"] = model.token_embedding.weight
     state["transformer.wpe.weight"] = model.position.table.weight
@@ -444,9 +453,10 @@ def _to_hf_gpt2(model: TransformerLM, s: dict) -> nn.Module:
 
 
 def _to_hf_llama(model: TransformerLM, s: dict) -> nn.Module:
-    T, c = _transformers(), model.config
-    config = T.LlamaConfig(
-        vocab_size=c.vocab_size,
+    c = model.config
+    hf = _new_hf(
+        model,
+        "llama",
         hidden_size=c.d_model,
         num_hidden_layers=c.n_layers,
         num_attention_heads=c.n_heads,
@@ -457,34 +467,13 @@ def _to_hf_llama(model: TransformerLM, s: dict) -> nn.Module:
         rope_parameters={"rope_type": "default", "rope_theta": s["rotary_base"]},
         attention_bias=s["bias"],
         mlp_bias=s["bias"],
-        tie_word_embeddings=model.tied,
-        bos_token_id=0,
-        eos_token_id=0,
     )
-    hf = T.LlamaForCausalLM(config).eval()
     back = torch.argsort(half_split_to_interleaved(c.d_model // c.n_heads))  # interleaved -> half
-    state = {"model.embed_tokens.weight": model.token_embedding.weight}
-    for i, block in enumerate(model.blocks):
-        p = f"model.layers.{i}."
-        mha, ffn = block.attention, block.feedforward
-        pairs = [
-            (mha.q_proj, "self_attn.q_proj", True),
-            (mha.k_proj, "self_attn.k_proj", True),
-            (mha.v_proj, "self_attn.v_proj", False),
-            (mha.out_proj, "self_attn.o_proj", False),
-            (ffn.w1, "mlp.gate_proj", False),
-            (ffn.w3, "mlp.up_proj", False),
-            (ffn.w2, "mlp.down_proj", False),
-        ]
-        for linear, name, turned in pairs:
-            for attr in ("weight", "bias"):
-                t = getattr(linear, attr)
-                if t is not None:
-                    state[f"{p}{name}.{attr}"] = _permute_heads(t, c.n_heads, back) if turned else t
-        state[p + "input_layernorm.weight"] = block.attn.norm.weight
-        state[p + "post_attention_layernorm.weight"] = block.ffn.norm.weight
-    state["model.norm.weight"] = model.final_norm.weight
-    state["lm_head.weight"] = model.lm_head.weight
+    state = {
+        key: _permute_heads(ours, c.n_heads, back) if turned else ours
+        for ours, key, turned in _llama_names(model)
+    }
+    state["lm_head.weight"] = model.lm_head.weight  # listed by Hugging Face even when tied
     return _load_into(hf, state)
 
 
@@ -497,150 +486,3 @@ def _load_into(hf: nn.Module, state: dict) -> nn.Module:
         for key, value in state.items():
             own[key].copy_(value.detach())
     return hf
-
-
-@dataclass(frozen=True)
-class LayerComparison:
-    """Lesson 8 (going further). Two models' hidden states side by side: ``names[i]`` ("embeddings",
-    "block 1", ..., "logits") and ``max_differences[i]``, the largest |ours - theirs| there;
-    ``first_different`` names the first above ``atol`` (None: they agree everywhere)."""
-
-    names: tuple[str, ...]
-    max_differences: tuple[float, ...]
-    atol: float
-
-    @property
-    def first_different(self) -> str | None:
-        return next(
-            (n for n, m in zip(self.names, self.max_differences, strict=True) if m > self.atol),
-            None,
-        )
-
-    def __str__(self) -> str:
-        lines = [
-            f"{n:>12s}  max |difference| {m:.1e}"
-            for n, m in zip(self.names, self.max_differences, strict=True)
-        ]
-        verdict = self.first_different
-        lines.append(
-            f"equal within {self.atol:g} at every layer"
-            if verdict is None
-            else f"they part at {verdict} (first difference above {self.atol:g})"
-        )
-        return "\n".join(lines)
-
-
-def _reference_states(reference: nn.Module, tokens: torch.Tensor):
-    """The reference's [h_0, ..., h_L] and logits. A course model: its return_hidden. Hugging
-    Face's models: output_hidden_states, whose last entry is after the final norm, so h_L is read
-    off the last block's output by a hook. The zoo's GPT: hooks on its embedding sum (``drop``)
-    and on every block."""
-    from .zoo.gpt import GPT
-
-    if isinstance(reference, TransformerLM):
-        logits, hidden = reference(tokens, return_hidden=True)
-        return list(hidden), logits
-    states = []
-
-    def keep(module, inputs, output):
-        states.append(output[0] if isinstance(output, tuple) else output)
-
-    zoo = isinstance(reference, GPT)
-    if zoo:
-        watched = [reference.transformer.drop, *reference.transformer.h]
-    else:
-        watched = [
-            reference.model.layers[-1]
-            if hasattr(reference, "model")
-            else reference.transformer.h[-1]
-        ]
-    hooks = [m.register_forward_hook(keep) for m in watched]
-    try:
-        if zoo:
-            return states, reference(tokens)[0]
-        out = reference(tokens, output_hidden_states=True)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return [*out.hidden_states[:-1], states[-1]], out.logits
-
-
-def compare_hidden_states(
-    ours: TransformerLM, reference: nn.Module, tokens: torch.Tensor, atol: float = 1e-4
-) -> LayerComparison:
-    """Lesson 8 (going further). Run ``ours`` (``return_hidden=True``) and ``reference`` (a Hugging
-    Face causal LM with ``output_hidden_states=True``, the zoo's GPT, or another TransformerLM)
-    on ``tokens``
-    [batch, n] and compare the residual stream after the embeddings, after every block, and the
-    logits: ``max |h_l(ours) - h_l(reference)|`` for each. ``first_different`` names the first
-    layer above ``atol``: where a conversion went wrong."""
-    if not isinstance(ours, TransformerLM):
-        raise TypeError(f"ours must be a helpers.TransformerLM, got {type(ours).__name__}")
-    if not isinstance(reference, nn.Module):
-        raise TypeError(f"reference must be a torch.nn.Module, got {type(reference).__name__}")
-    check.token_ids("tokens", tokens, ours.config.vocab_size)
-    atol = check.positive_float("atol", atol)
-    with torch.no_grad():
-        logits, hidden = ours(tokens, return_hidden=True)
-        theirs, their_logits = _reference_states(reference, tokens)
-    if len(theirs) != len(hidden):
-        raise ValueError(
-            f"the models differ in depth: ours has {len(hidden) - 1} blocks, the reference "
-            f"{len(theirs) - 1}"
-        )
-    names = ["embeddings", *(f"block {i}" for i in range(1, len(hidden))), "logits"]
-    pairs = [*zip(hidden, theirs, strict=True), (logits, their_logits)]
-    diffs = tuple(float((a.double() - b.double()).abs().max()) for a, b in pairs)
-    return LayerComparison(tuple(names), diffs, atol)
-
-
-def gpt2_reference(
-    seed: int = 0,
-    *,
-    vocab_size: int = 50257,
-    n_positions: int = 1024,
-    d_model: int = 64,
-    n_layers: int = 2,
-    n_heads: int = 4,
-    source: str = "zoo",
-) -> nn.Module:
-    """Lesson 8 (going further). A model in GPT-2's layout with random weights drawn after
-    ``torch.manual_seed(seed)``, built offline: ``source="zoo"`` (the default) the zoo's GPT
-    (:class:`helpers.zoo.gpt.GPT`: GPT-2's names, fused ``c_attn``, the same arithmetic; about a
-    second, and no optional package), ``source="huggingface"`` Hugging Face's ``GPT2LMHeadModel``
-    from a ``GPT2Config`` of these sizes, dropout off (needs transformers, whose import alone takes
-    10 to 20 s on two cores). By default GPT-2's vocabulary and context with two narrow blocks,
-    small enough for a live lesson; GPT-2 small is ``d_model=768, n_layers=12, n_heads=12``.
-    In eval mode."""
-    from .zoo.gpt import GPT
-
-    check.choice("source", source, ("zoo", "huggingface"))
-    sizes = dict(vocab_size=vocab_size, n_positions=n_positions, d_model=d_model)
-    for name, value in (*sizes.items(), ("n_layers", n_layers), ("n_heads", n_heads)):
-        check.positive_int(name, value)
-    if d_model % n_heads:
-        raise ValueError(f"n_heads must divide d_model, got d_model={d_model}, n_heads={n_heads}")
-    T = _transformers() if source == "huggingface" else None  # before any weight is drawn
-    torch.manual_seed(check.positive_int("seed", seed, minimum=0))
-    if T is None:
-        gpt = GPT(block_size=n_positions, vocab_size=vocab_size, n_layer=n_layers,
-                  n_head=n_heads, n_embd=d_model)  # fmt: skip
-        return gpt.eval()
-    config = T.GPT2Config(
-        vocab_size=vocab_size, n_positions=n_positions, n_embd=d_model, n_layer=n_layers,
-        n_head=n_heads, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-    )  # fmt: skip
-    return T.GPT2LMHeadModel(config).eval()
-
-
-def pretrained_gpt2(name: str = "gpt2"):
-    """Lesson 8 (going further). GPT-2's real weights from the Hugging Face hub (``"gpt2"``:
-    GPT-2 small, about 550 MB the first time, cached afterwards) converted to the course's model,
-    and GPT-2's tokenizer: returns ``(model, tokenizer)``. Reaches the network: the lesson calls it
-    only when the student sets its flag. Raises ``ModuleNotFoundError`` without transformers and
-    ``OSError`` when the hub cannot be reached."""
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"name must be a model name on the hub such as 'gpt2', got {name!r}")
-    T = _transformers()
-    reference = T.GPT2LMHeadModel.from_pretrained(name).eval()
-    return from_huggingface(reference), T.AutoTokenizer.from_pretrained(name)

@@ -331,17 +331,21 @@ def _gpt2_names(model, sd, c_attn, t):  # (course name, tensor) for every weight
                   (f + "w1.weight", t(sd[h + "mlp.c_fc.weight"])), (f + "w1.bias", sd[h + "mlp.c_fc.bias"]),
                   (f + "w2.weight", t(sd[h + "mlp.c_proj.weight"])), (f + "w2.bias", sd[h + "mlp.c_proj.bias"])]
     return pairs
+
+
+def _copy_all(model, pairs):
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, tensor in pairs:
+            params[name].copy_(tensor)
+    return model
 """
 _L8_CHUNK_T = (
     _L8_NAMES
     + """
 def load_gpt2_layout(model, state_dict):  # .t(), c_attn chunked after the transpose, copy_
     pairs = _gpt2_names(model, state_dict, lambda w, d: w.t().chunk(3, dim=0), lambda w: w.t())
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, tensor in pairs:
-            params[name].copy_(tensor)
-    return model
+    return _copy_all(model, pairs)
 """
 )
 _L8_EINSUM_LOAD_STATE_DICT = (
@@ -368,11 +372,7 @@ def load_gpt2_layout(model, state_dict):  # transposed only where the shapes for
         return w if w.shape[0] == w.shape[1] else w.T
 
     pairs = _gpt2_names(model, state_dict, lambda w, d: w.split(d, dim=1), t)
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, tensor in pairs:
-            params[name].copy_(tensor)
-    return model
+    return _copy_all(model, pairs)
 """
 )
 _L8_Q_K_SWAPPED = (
@@ -384,11 +384,7 @@ def load_gpt2_layout(model, state_dict):  # c_attn read as k | q | v
         return k, q, v
 
     pairs = _gpt2_names(model, state_dict, kqv, lambda w: w.T)
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, tensor in pairs:
-            params[name].copy_(tensor)
-    return model
+    return _copy_all(model, pairs)
 """
 )
 _L8_CONVERTER = """
@@ -425,11 +421,7 @@ _L8_NOTHING_TRANSPOSED = (
     + """
 def load_gpt2_layout(model, state_dict):  # every Conv1D weight as stored: the MLP's do not fit
     pairs = _gpt2_names(model, state_dict, lambda w, d: w.split(d, dim=1), lambda w: w)
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for name, tensor in pairs:
-            params[name].copy_(tensor)
-    return model
+    return _copy_all(model, pairs)
 """
 )
 

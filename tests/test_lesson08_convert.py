@@ -10,14 +10,11 @@ same ids; a conversion broken in one block is named at that block by compare_hid
 
 import pytest
 import torch
+from test_lesson08_model_options import _one_thread  # noqa: F401 (autouse: one torch thread)
 
 from helpers import TransformerLM, count_parameters
-from helpers.convert import (
-    compare_hidden_states,
-    from_huggingface,
-    half_split_to_interleaved,
-    to_huggingface,
-)
+from helpers.compare import compare_hidden_states
+from helpers.convert import from_huggingface, half_split_to_interleaved, to_huggingface
 from helpers.positional import apply_rotary
 from helpers.zoo.gpt import GPT
 from helpers.zoo.huggingface import transformers_available
@@ -42,14 +39,6 @@ llama_direction = pytest.mark.xfail(
 )
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def _hf():
     import transformers
 
@@ -66,15 +55,8 @@ def _gpt2(seed=0, **config):
 
 def _llama(seed=0, biases=False, **config):
     T = _hf()
-    settings = dict(
-        vocab_size=97,
-        hidden_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=100,
-        max_position_embeddings=64,
-    )
+    settings = dict(vocab_size=97, hidden_size=48, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=4, intermediate_size=100, max_position_embeddings=64)  # fmt: skip
     settings.update(config)
     torch.manual_seed(seed)
     model = T.LlamaForCausalLM(T.LlamaConfig(bos_token_id=0, eos_token_id=0, **settings)).eval()
@@ -110,25 +92,6 @@ GPT2_CASES = [
     dict(seed=3, activation_function="gelu", layer_norm_epsilon=1e-3),
     dict(seed=4, activation_function="relu", n_embd=24, n_head=3),
 ]
-
-
-@pytest.mark.parametrize("config", GPT2_CASES, ids=lambda c: f"seed{c['seed']}")
-def test_gpt2_logits_and_every_hidden_state_equal_hugging_face(config):
-    hf = _gpt2(**config)
-    ours = from_huggingface(hf)
-    assert count_parameters(ours) == sum(p.numel() for p in hf.parameters())
-    assert ours.tied == hf.config.tie_word_embeddings
-    _assert_equal_logits(ours, hf, _tokens(97, seed=config["seed"]))
-
-
-def test_gpt2_greedy_continuation_is_the_same():
-    hf = _gpt2(seed=5)
-    ours = from_huggingface(hf)
-    prompt = _tokens(97, n=5, batch=1)
-    theirs = _greedy_hf(hf, prompt, 12)
-    assert torch.equal(ours.generate(prompt, 12, temperature=0), theirs)
-
-
 LLAMA_CASES = [
     dict(seed=0),
     dict(seed=1, tie_word_embeddings=True, intermediate_size=77),
@@ -136,20 +99,25 @@ LLAMA_CASES = [
     dict(seed=3, attention_bias=True, mlp_bias=True, biases=True),
     dict(seed=4, rms_norm_eps=1e-2, rope_parameters={"rope_type": "default", "rope_theta": 500.0}),
 ]
+BUILD = {"gpt2": lambda **c: _gpt2(**c), "llama": lambda **c: _llama(**c)}
+CASES = [pytest.param("gpt2", c, id=f"gpt2-seed{c['seed']}") for c in GPT2_CASES] + [
+    pytest.param("llama", c, id=f"llama-seed{c['seed']}", marks=llama_direction)
+    for c in LLAMA_CASES
+]
 
 
-@llama_direction
-@pytest.mark.parametrize("config", LLAMA_CASES, ids=lambda c: f"seed{c['seed']}")
-def test_llama_logits_and_every_hidden_state_equal_hugging_face(config):
-    hf = _llama(**config)
+@pytest.mark.parametrize(("family", "config"), CASES)
+def test_logits_and_every_hidden_state_equal_hugging_face(family, config):
+    hf = BUILD[family](**config)
     ours = from_huggingface(hf)
     assert count_parameters(ours) == sum(p.numel() for p in hf.parameters())
     assert ours.tied == hf.config.tie_word_embeddings
     _assert_equal_logits(ours, hf, _tokens(97, seed=config["seed"]))
 
 
-def test_llama_greedy_continuation_is_the_same():
-    hf = _llama(seed=6)
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_greedy_continuation_is_the_same(family):
+    hf = BUILD[family](seed=5)
     ours = from_huggingface(hf)
     prompt = _tokens(97, n=5, batch=1)
     assert torch.equal(ours.generate(prompt, 12, temperature=0), _greedy_hf(hf, prompt, 12))
