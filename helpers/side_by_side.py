@@ -38,6 +38,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 
 from . import _validate as check
+from .model import LESSON_MODEL
 from .paired import (
     MIN_SEEDS,
     TWO_LOOK_LEVEL,
@@ -55,10 +56,10 @@ from .paired import (
     two_look_rate,
 )
 from .positional import PositionOutOfRange
-from .pretrain import Corpus, PretrainConfig, Pretraining, _settings
+from .pretrain import MODEL_FIELDS, Corpus, PretrainConfig, Pretraining, _settings
 from .printing import fmt
 from .reproducible import one_thread as _one_thread
-from .training import evaluate
+from .training import LESSON_TRAINING, evaluate
 
 __all__ = [
     "BASE_INIT",
@@ -106,22 +107,20 @@ FACTORS = {
 #: The sheet's four factors (the notebook's small grid); the tool adds the initialization ones.
 SHEET_FACTORS = ("position", "norm placement", "tying", "activation")
 _POSITION_FACTORS = ("position", "position, GPT-2 init")
-_CHOSEN = ("positional", "norm", "activation", "tie_weights", "init", "scale_embeddings")
-_BASE = {
-    "positional": "sinusoidal",
-    "norm": "pre",
-    "activation": "gelu",
-    "tie_weights": True,
-    **BASE_INIT,
-}
+#: the model fields a row may choose: PretrainConfig's model fields but the sizes
+_CHOSEN = tuple(k for k in MODEL_FIELDS if k not in ("d_model", "n_layers", "n_heads"))
+_BASE = {k: getattr(LESSON_MODEL, k) for k in _CHOSEN} | BASE_INIT
 #: The A/A runs' initial draws: ``init_seed = AA_INIT_OFFSET * m + s`` for comparison m = 1, 2, ...
 AA_INIT_OFFSET = 1000
 
-#: The notebook's small grid: tiny models and a few steps, so that the whole grid (7 models,
-#: 2 seeds) trains in about ten seconds here. tools/side_by_side.py runs the full one.
+#: The notebook's small grid: the lesson model narrowed to d_model 32 and context 32, batches of
+#: 8 and a few steps, so that the whole grid (7 models, 2 seeds) trains in about ten seconds
+#: here. tools/side_by_side.py runs the full one.
+_SMALL = replace(LESSON_MODEL, d_model=32, max_len=32)
 SMALL_GRID = dict(
-    d_model=32, n_layers=2, n_heads=4, block_size=32, batch_size=8, lr=5e-3, eval_every=10
-)
+    d_model=_SMALL.d_model, n_layers=_SMALL.n_layers, n_heads=_SMALL.n_heads,
+    block_size=_SMALL.max_len, batch_size=8, lr=LESSON_TRAINING.lr, eval_every=10,
+)  # fmt: skip
 
 
 @dataclass

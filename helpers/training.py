@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import nn
 
 from . import _validate as check
-from .model import TransformerLM
+from .model import LESSON_MODEL, LMConfig, TransformerLM, seeded_model
 from .params import count_parameters
 from .progress import PROGRESS, make_progress
 from .reproducible import default_dtype, one_thread
@@ -46,6 +46,7 @@ __all__ = [
     "train_lm",
     "train_char_model",
     "compare_tying",
+    "LESSON_TRAINING",
     # from helpers.text and helpers.reproducible, importable from here as before
     "TEXTS",
     "load_text",
@@ -54,6 +55,20 @@ __all__ = [
     "ngram_loss",
     "default_dtype",
 ]
+
+
+@dataclass(frozen=True)
+class TrainingDefaults:
+    """Lessons 8 and 9. The lesson model's training settings: ``batch_size`` windows per step,
+    AdamW at the rate ``lr`` (the lesson model's sizes are :data:`helpers.model.LESSON_MODEL`)."""
+
+    batch_size: int
+    lr: float
+
+
+#: How the lesson model (:data:`helpers.model.LESSON_MODEL`) is trained in lessons 8 and 9:
+#: batches of 16, AdamW at 5e-3; every run of the lesson model takes them from here.
+LESSON_TRAINING = TrainingDefaults(batch_size=16, lr=5e-3)
 
 #: The learning-rate schedules :class:`Schedule` knows.
 SCHEDULES = ("constant", "warmup")
@@ -391,19 +406,24 @@ def train_lm(
     return run.train(steps).result
 
 
-#: What :func:`train_char_model` passes on to :class:`TransformerLM` besides the sizes.
-MODEL_OPTIONS = ("positional", "norm", "activation", "tie_weights", "init", "scale_embeddings")
+#: What :func:`train_char_model` passes on to :class:`TransformerLM` besides what it sets itself
+#: (the text's vocabulary, the sizes it takes, the context): every other field of LMConfig.
+MODEL_OPTIONS = tuple(
+    f.name
+    for f in fields(LMConfig)
+    if f.name not in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len")
+)
 
 
 def train_char_model(
     text: str | None = None,
-    d_model: int = 48,
-    n_layers: int = 2,
-    n_heads: int = 4,
+    d_model: int = LESSON_MODEL.d_model,
+    n_layers: int = LESSON_MODEL.n_layers,
+    n_heads: int = LESSON_MODEL.n_heads,
     steps: int = 250,
-    batch_size: int = 16,
+    batch_size: int = LESSON_TRAINING.batch_size,
     block_size: int = 32,
-    lr: float = 5e-3,
+    lr: float = LESSON_TRAINING.lr,
     seed: int = 0,
     dtype: torch.dtype | None = None,
     eval_every: int | None = None,
@@ -412,8 +432,10 @@ def train_char_model(
     """Lesson 8 (C8.5, C8.6). Build a character-level :class:`TransformerLM` for ``text``
     (default: the shipped text, last 10% held out) after ``torch.manual_seed(seed)``, in
     ``dtype`` if given (:func:`default_dtype`: float64 from the first random draw), and train it
-    with :func:`train_lm`. ``model_options`` go to the model: ``positional``, ``norm``,
-    ``activation``, ``tie_weights``, ``init``, ``scale_embeddings`` (their defaults are the
+    with :func:`train_lm`. The model is :data:`helpers.model.LESSON_MODEL` with the text's
+    vocabulary, these sizes and ``max_len=block_size``; ``model_options`` are its other
+    :class:`~helpers.model.LMConfig` fields (:data:`MODEL_OPTIONS`: ``positional``, ``norm``,
+    ``activation``, ``tie_weights``, ``init``, ``scale_embeddings``, ...; their defaults are the
     model's, see :func:`helpers.model.coherent_defaults`). Returns the :class:`TrainResult`.
     """
     unknown = sorted(set(model_options) - set(MODEL_OPTIONS))
@@ -432,11 +454,11 @@ def train_char_model(
     tokenizer = CharTokenizer(text)
     train_ids, val_ids = split_ids(tokenizer.encode(text))
     seed = check.positive_int("seed", seed, minimum=0)
-    torch.manual_seed(seed)
-    with default_dtype(torch.get_default_dtype() if dtype is None else dtype):
-        model = TransformerLM(
-            tokenizer.vocab_size, d_model, n_layers, n_heads, max_len=block_size, **model_options
-        )
+    config = replace(
+        LESSON_MODEL, vocab_size=tokenizer.vocab_size, d_model=d_model, n_layers=n_layers,
+        n_heads=n_heads, max_len=block_size, **model_options,
+    )  # fmt: skip
+    model = seeded_model(config, seed, dtype)
     return train_lm(
         model,
         train_ids,
@@ -453,13 +475,13 @@ def train_char_model(
 
 def compare_tying(
     text: str | None = None,
-    d_model: int = 48,
-    n_layers: int = 2,
-    n_heads: int = 4,
+    d_model: int = LESSON_MODEL.d_model,
+    n_layers: int = LESSON_MODEL.n_layers,
+    n_heads: int = LESSON_MODEL.n_heads,
     steps: int = 250,
-    batch_size: int = 16,
+    batch_size: int = LESSON_TRAINING.batch_size,
     block_size: int = 32,
-    lr: float = 5e-3,
+    lr: float = LESSON_TRAINING.lr,
     seed: int = 0,
     dtype: torch.dtype | None = None,
     eval_every: int | None = None,

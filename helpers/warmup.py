@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from . import _validate as check
-from .model import TransformerLM
+from .model import LMConfig, TransformerLM, seeded_model
 from .paired import (
     MIN_SEEDS,
     TWO_LOOK_LEVEL,
@@ -41,13 +41,13 @@ from .paired import (
     two_look_rate,
 )
 from .printing import fmt
-from .reproducible import default_dtype
 from .text import CharTokenizer, load_text, ngram_loss, split_ids
 from .training import Schedule, TrainResult, train_lm
 
 __all__ = [
     "warmup_lr",
     "train_with_warmup",
+    "WARMUP_MODEL",
     "WARMUP_RUNS",
     "compare_warmup",
     "SWEEP",
@@ -59,6 +59,12 @@ __all__ = [
     "save_warmup_sweep",
     "load_warmup_sweep",
 ]
+
+#: Lesson 5's model (C5.7): 4 blocks, so that post-norm's early updates matter, d_model 32, 4
+#: heads, context 16, the shipped text's 58 characters; the course's defaults otherwise
+#: (sinusoidal position, Xavier init, sqrt(d_model) scaling, GELU, tied). The runs replace its
+#: ``norm``; :data:`SWEEP` and :func:`compare_warmup` take its sizes from here.
+WARMUP_MODEL = LMConfig(vocab_size=58, d_model=32, n_layers=4, n_heads=4, max_len=16)
 
 #: The three runs of C5.7: (norm placement, with warm-up?).
 WARMUP_RUNS = {
@@ -113,22 +119,22 @@ def train_with_warmup(
 
 
 def compare_warmup(
-    d_model: int = 32,
-    n_layers: int = 4,
-    n_heads: int = 4,
+    d_model: int = WARMUP_MODEL.d_model,
+    n_layers: int = WARMUP_MODEL.n_layers,
+    n_heads: int = WARMUP_MODEL.n_heads,
     steps: int = 120,
     warmup_steps: int = 40,
     lr: float = 3e-3,
     batch_size: int = 8,
-    block_size: int = 16,
+    block_size: int = WARMUP_MODEL.max_len,
     seed: int = 0,
     dtype: torch.dtype | None = torch.float64,
     init_seed: int | None = None,
     runs=None,
 ) -> dict[str, TrainResult]:
     """Lesson 5 (C5.7). The three runs of :data:`WARMUP_RUNS` (or those named in ``runs``) on the
-    shipped text (character level, last 10% held out), each a :class:`TransformerLM` with the
-    course's defaults (sinusoidal position, Xavier init, sqrt(d_model) scaling, GELU, tied), built
+    shipped text (character level, last 10% held out), each :data:`WARMUP_MODEL` with these
+    sizes, ``max_len=block_size`` and the run's norm placement, built
     after ``torch.manual_seed(seed)`` (``init_seed`` if given: the same batches, another initial
     draw) and trained by :func:`train_with_warmup` on the same batches.
     Returns ``{run name: TrainResult}`` in the order of :data:`WARMUP_RUNS`. With
@@ -143,14 +149,15 @@ def compare_warmup(
         check.choice("each run", name, tuple(WARMUP_RUNS))
     if init_seed is not None:
         init_seed = check.positive_int("init_seed", init_seed, minimum=0)
+    sizes = dict(d_model=d_model, n_layers=n_layers, n_heads=n_heads, max_len=block_size)
+    config = replace(WARMUP_MODEL, vocab_size=tokenizer.vocab_size, **sizes)
     results = {}
     for name in names:
         norm, warm = WARMUP_RUNS[name]
-        torch.manual_seed(seed if init_seed is None else init_seed)
-        with default_dtype(dtype or torch.get_default_dtype()):  # float64 draws: any CPU path
-            model = TransformerLM(
-                tokenizer.vocab_size, d_model, n_layers, n_heads, max_len=block_size, norm=norm
-            )
+        # float64 draws: the same initial weights on any CPU path
+        model = seeded_model(
+            replace(config, norm=norm), seed if init_seed is None else init_seed, dtype
+        )
         results[name] = train_with_warmup(
             model, train_ids, val_ids, steps, warmup_steps if warm else 0, lr, batch_size,
             block_size, seed, dtype,
@@ -169,11 +176,11 @@ SWEEP = dict(
     steps=120,
     warmup_steps=40,
     aa=2,
-    d_model=32,
-    n_layers=4,
-    n_heads=4,
+    d_model=WARMUP_MODEL.d_model,
+    n_layers=WARMUP_MODEL.n_layers,
+    n_heads=WARMUP_MODEL.n_heads,
     batch_size=8,
-    block_size=16,
+    block_size=WARMUP_MODEL.max_len,
 )
 #: The comparisons the sweep decides at each learning rate: (reference, other); the paired
 #: difference is other minus reference, seed by seed.
