@@ -35,7 +35,7 @@ and checks that the summary is what the runs give.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 
 from . import _validate as check
 from .model import LESSON_MODEL
@@ -223,8 +223,8 @@ def side_by_side(
         return tuple((f, getattr(config, f)) for f in _CHOSEN)
 
     for factor in factors:
-        for choice, fields in FACTORS[factor].items():
-            config = replace(base, **fields)
+        for choice, chosen in FACTORS[factor].items():
+            config = replace(base, **chosen)
             if key(config) not in done:
                 done[key(config)] = [train(replace(config, seed=s)) for s in seeds]
             grid.runs[(factor, choice)] = done[key(config)]
@@ -256,12 +256,17 @@ _RUN_SCHEMA = {
     "init_seed": int,
     "options": {k: type(v) for k, v in _BASE.items()},  # the model's choices: str or bool
 }
-_BASE_SCHEMA = {
-    **{k: int for k in ("d_model", "n_layers", "n_heads", "block_size", "batch_size")},
-    **{"lr": float, "seed": int, "eval_every": int, "positional": str, "norm": str},
-    **{"activation": str, "tie_weights": bool, "dtype": str, "init": (str, None)},
-    **{"scale_embeddings": (bool, None), "init_seed": (int, None)},
-}
+#: PretrainConfig's annotations as the shipped file holds them (its dtype as a name, "float64").
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool, "torch.dtype": str}
+
+
+def _schema_of(annotation: str):
+    kind, _, none = annotation.partition(" | ")
+    return (_TYPES[kind], None) if none == "None" else _TYPES[kind]
+
+
+#: The base model's settings: every field of PretrainConfig, of its declared type.
+_BASE_SCHEMA = {f.name: _schema_of(f.type) for f in fields(PretrainConfig)}
 #: What the grid was declared to be (the settings of the shipped file).
 SETTINGS_SCHEMA = {
     "base": _BASE_SCHEMA,
