@@ -64,18 +64,21 @@ class WarmupSweep(PairedExperiment):
 
     @property
     def seeds(self) -> list[int]:
+        """The seeds of the first look, in the order of every per-seed list."""
         return list(self.settings["seeds"])
 
-    @property
-    def lrs(self) -> list[float]:
-        return list(self.settings["lrs"])
-
     def final(self, run: str, lr: float) -> list[float]:
+        """The final held-out loss of each seed for ``run`` at ``lr``."""
         check.choice("run", run, tuple(self.finals))
         key = lr_key(lr)
         if key not in self.finals[run]:
             raise ValueError(f"lr must be one of the sweep's {self.lrs}, got {lr!r}")
         return self.finals[run][key]
+
+    @property
+    def lrs(self) -> list[float]:
+        """The learning rates swept, in order (their keys: :func:`lr_key`)."""
+        return list(self.settings["lrs"])
 
     def differences(self, reference: str, other: str, lr: float) -> list[float]:
         """Seed by seed: ``other``'s final loss minus ``reference``'s, at ``lr``."""
