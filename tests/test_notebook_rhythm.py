@@ -298,3 +298,20 @@ def test_a_prediction_asked_for_has_a_cell_to_write_it_in(lesson):
         if not any(_source(x).startswith(_PLACE) for x in cells[i + 1 : i + 4]):
             missing.append(_source(c).strip().splitlines()[0])
     assert not missing, f"{lesson.notebook}: no place for the prediction after {missing}"
+
+
+@params
+def test_core_lesson_cites_its_companions_claims_only_where_it_names_the_companion(lesson):
+    """``coursework release --lessons 4`` releases lesson 4 alone, not its Going further companion
+    4b (issue 41): so a core lesson's text cites a claim of its companion (C4.8, C4.9; C5.8) only
+    in a cell that names the companion's notebook, as what that optional notebook holds, never as
+    something the lesson rests on."""
+    companions = [x for x in PARTS if x.further and x.key.rstrip("b") == lesson.key]
+    for companion in companions:
+        for cell in _cells(lesson):
+            text = _source(cell)
+            cited = [c for c in companion.claims if re.search(rf"\b{re.escape(c)}\b", text)]
+            assert not cited or companion.notebook in text, (
+                f"{lesson.notebook} cites {cited} of {companion.notebook}, which its release "
+                f"does not hold, in a cell that does not name it: {text[:120]!r}"
+            )
