@@ -14,6 +14,8 @@ from __future__ import annotations
 import pytest
 from _exercise_runs import cells, hidden_records, run
 
+from tools.grading.spec import spec_for
+
 L4, L5, L6, L9, L10 = (
     "04_positional_encoding.ipynb",
     "05_residuals_and_layer_norm.ipynb",
@@ -258,241 +260,9 @@ def most_likely_pair(model, tokens):  # logits added as if they were log-probabi
     return divmod(int((z1[:, None] + z2).argmax()), V)
 """
 
-#: (notebook, exercise, answer, right?) by name; SOLUTION is the instructor's solution cell
-TABLE = {
-    "l4_ex3 solution": (L4, "l4_ex3", SOLUTION, True),
-    "l4_ex3 every adjacent swap": (L4, "l4_ex3", _EVERY_ADJACENT_SWAP, True),
-    "l4_ex3 a random order, numpy": (L4, "l4_ex3", _RANDOM_ORDER_NUMPY, True),
-    "l4_ex3 the sum over the rows compared": (L4, "l4_ex3", _SUM_OVER_ROWS, False),
-    "l4_ex3 the mean over the rows compared": (L4, "l4_ex3", _MEAN_OVER_ROWS, False),
-    "l5_ex2 solution": (L5, "l5_ex2", SOLUTION, True),
-    "l5_ex2 written another way": (L5, "l5_ex2", _PRE_NORM_OTHER_WAY, True),
-    "l6_ex3 solution": (L6, "l6_ex3", SOLUTION, True),
-    "l6_ex3 the Jacobian": (L6, "l6_ex3", _JACOBIAN, True),
-    "l6_ex3 each row rescaled in turn": (L6, "l6_ex3", _SCALE_EACH_ROW, True),
-    "l6_ex3 C6.4's nudge, position 3 only": (L6, "l6_ex3", _NUDGE_ONE.format(k=3), False),
-    "l6_ex3 C6.4's nudge, the last position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=5), False),
-    "l6_ex3 C6.4's nudge, the first position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=0), False),
-    "l6_ex2 solution": (L6, "l6_ex2", SOLUTION, True),
-    "l6_ex2 a loop over points 0.002 apart": (L6, "l6_ex2", _LOOP_OF_POINTS, True),
-    "l6_ex2 a numpy grid 0.001 apart": (L6, "l6_ex2", _NUMPY_GRID, True),
-    "l6_ex2 points 0.02 apart": (L6, "l6_ex2", _COARSE_GRID, False),
-    "l6_ex2 ReLU and GELU's peak, hard-coded": (L6, "l6_ex2", _RELU_GELU_PEAK, False),
-    "l9_ex2 solution": (L9, "l9_ex2", SOLUTION, True),
-    "l9_ex2 a loop of products, a tensor back": (L9, "l9_ex2", _PAIR_LOOP_OF_PRODUCTS, True),
-    "l9_ex2 next_token_probs, a list back": (L9, "l9_ex2", _PAIR_NEXT_TOKEN_PROBS, True),
-    "l9_ex2 the greedy pair": (L9, "l9_ex2", _PAIR_GREEDY, False),
-    "l9_ex2 raw logits added": (L9, "l9_ex2", _PAIR_RAW_LOGITS, False),
-    "l10_ex1 solution": (L10, "l10_ex1", SOLUTION, True),
-    "l10_ex1 the first block kept, fresh others": (L10, "l10_ex1", _KEEP_THE_FIRST_BLOCK, True),
-    "l10_ex1 reset_parameters in place": (L10, "l10_ex1", _RESET_PARAMETERS_IN_PLACE, True),
-    "l10_ex1 deep copies without fresh weights": (L10, "l10_ex1", _DEEP_COPIES_ONLY, False),
-    "l10_ex1 init_weights on the whole model": (L10, "l10_ex1", _INIT_THE_WHOLE_MODEL, False),
-    "l10_ex2 solution": (L10, "l10_ex2", SOLUTION, True),
-    "l10_ex2 a head module reading the embedding": (L10, "l10_ex2", _TIED_HEAD_MODULE, True),
-    "l10_ex2 a transposed view": (L10, "l10_ex2", _TRANSPOSED_VIEW, True),
-    "l10_ex2 a copy of the embedding": (L10, "l10_ex2", _COPY_OF_THE_EMBEDDING, False),
-    "l10_ex3 solution": (L10, "l10_ex3", SOLUTION, True),
-    "l10_ex3 the broken model's lines, position moved up": (
-        L10,
-        "l10_ex3",
-        _LIKE_THE_BROKEN_MODEL,
-        True,
-    ),
-    "l10_ex3 TransformerLM's forward": (L10, "l10_ex3", _THE_LIBRARY_FORWARD, True),
-    "l10_ex3 without the final norm": (L10, "l10_ex3", _WITHOUT_FINAL_NORM, False),
-    "l10_ex3 position added twice": (L10, "l10_ex3", _POSITION_TWICE, False),
-    "l10_ex4 solution": (L10, "l10_ex4", SOLUTION, True),
-    "l10_ex4 constants, capitals": (
-        L10,
-        "l10_ex4",
-        _VERDICTS.format(verdicts={k: v.upper() for k, v in _RIGHT.items()}),
-        True,
-    ),
-    "l10_ex4 K2 passed": (
-        L10,
-        "l10_ex4",
-        _VERDICTS.format(verdicts={**_RIGHT, "K2": "passed"}),
-        False,
-    ),
-    "l10_ex4 K3 failed": (
-        L10,
-        "l10_ex4",
-        _VERDICTS.format(verdicts={**_RIGHT, "K3": "failed"}),
-        False,
-    ),
-}
-
-
-@pytest.mark.parametrize("name", list(TABLE))
-def test_check_cell_verdict_equals_the_grade(name, tmp_path):
-    notebook, exercise, answer, right = TABLE[name]
-    answer = cells(notebook)[exercise] if answer is SOLUTION else answer
-    got = run(notebook, exercise, answer, tmp_path)
-    assert got.check == right, (got.said, got.grade.message)
-    assert got.grade.correct == right, (got.said, got.grade.message)
-    if not right:
-        assert "\n" not in got.said  # one line, saying what is wrong
-        # the grade's comment names what was compared and what was expected, in words
-        assert "expected" in got.grade.message, got.grade.message
-        assert "item" not in got.grade.message, got.grade.message
-
-
-def test_grade_comment_names_the_part_that_differs(tmp_path):
-    """The capstone's hidden tests record named parts: the comment says which part differs and
-    what a right answer gives there, never "item 2 of the answer"."""
-    message = run(L10, "l10_ex3", _WITHOUT_FINAL_NORM, tmp_path).grade.message
-    assert "the repaired model's output differs" in message, message
-    assert "self.final_norm" in message, message
-    message = run(L10, "l10_ex1", _DEEP_COPIES_ONLY, tmp_path).grade.message
-    assert "fresh weights at every depth is not right" in message, message
-
-
-def test_visible_check_says_why_a_plausible_wrong_answer_fails(tmp_path):
-    said = run(L10, "l10_ex3", _WITHOUT_FINAL_NORM, tmp_path).said
-    assert "skip the final norm" in said, said
-    said = run(L10, "l10_ex1", _DEEP_COPIES_ONLY, tmp_path).said
-    assert "hold the same values" in said and "init_weights(block)" in said, said
-    said = run(L4, "l4_ex3", _SUM_OVER_ROWS, tmp_path).said
-    assert "sums (and means) over the rows agree" in said, said
-    said = run(L6, "l6_ex3", _NUDGE_ONE.format(k=3), tmp_path).said
-    assert "changes one position only" in said, said
-
-
-# ---- hard-coded answers: they pass on the public inputs, and lose their points with a secret ---
-_COUNTED = """
-_calls = [0]
-
-
-def {name}(*args):  # the public notebook's hidden answers, in the order the cases come
-    _calls[0] += 1
-    return {answers}[(_calls[0] - 1) % {n}]
-"""
-_L4_PUBLIC = [True, True, False, False, True, False, False, False]
-_L6_PUBLIC = [True, False, True, True, True, False, False, True, True]
-HARD_CODED = {
-    "l4_ex3 verdicts counted": (
-        L4,
-        "l4_ex3",
-        _COUNTED.format(name="is_permutation_equivariant", answers=_L4_PUBLIC, n=8),
-    ),
-    "l6_ex3 verdicts counted": (
-        L6,
-        "l6_ex3",
-        _COUNTED.format(name="mixes_positions", answers=_L6_PUBLIC, n=9),
-    ),
-    "l6_ex2 keyed on the public ranges": (
-        L6,
-        "l6_ex2",
-        "def most_different_input(f, g, lo, hi):\n"
-        "    return {-4.0: 0.7518, -3.0: -1.2785, -2.0: -0.8103}[lo]\n",
-    ),
-    "l9_ex2 the public pairs, counted": (
-        L9,
-        "l9_ex2",
-        _COUNTED.format(
-            name="most_likely_pair",
-            answers=[
-                [12, 3],
-                [6, 7],
-                [2, 11],
-                [12, 3],
-                [10, 9],
-                [9, 1],
-                [9, 3],
-                [8, 6],
-                [7, 11],
-                [11, 9],
-                [11, 9],
-                [7, 11],
-            ],  # fmt: skip
-            n=12,
-        ),
-    ),
-    "l5_ex3 keyed on the depth": (
-        L5,
-        "l5_ex3",
-        "def which_curve_is_post_norm(a, b):\n    return {6: 'A', 7: 'B', 10: 'A'}[len(a)]\n",
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=[pytest.mark.slow] if name.startswith("l5_ex3") else [])
-        for name in HARD_CODED  # l5_ex3's hidden cases train six small models each run
-    ],
-)
-def test_hard_coded_answer_loses_its_points_under_a_secret(name, tmp_path):
-    notebook, exercise, answer = HARD_CODED[name]
-    public = run(notebook, exercise, answer, tmp_path)
-    assert public.grade.correct, public.grade.message  # it is the public cases' answer
-    secret = "an instructor's secret"
-    graded = run(notebook, exercise, answer, tmp_path, secret=secret)
-    assert not graded.grade.correct, graded.grade.message
-    honest = run(notebook, exercise, cells(notebook)[exercise], tmp_path, secret=secret)
-    assert honest.grade.correct, honest.grade.message
-
-
-@pytest.mark.parametrize(
-    ("notebook", "exercise"),
-    [
-        (L4, "l4_ex3"),
-        (L5, "l5_ex2"),
-        (L6, "l6_ex2"),
-        (L6, "l6_ex3"),
-        (L9, "l9_ex2"),
-        (L10, "l10_ex1"),
-        (L10, "l10_ex3"),
-    ],
-)
-def test_a_secret_changes_the_hidden_inputs(notebook, exercise, tmp_path):
-    """With a secret, the hidden cases' inputs (their digests, in case order) are not the public
-    notebook's: a student who read the public notebook does not know what is graded."""
-    solution = cells(notebook)[exercise]
-    public = hidden_records(notebook, exercise, solution, tmp_path)
-    secret = hidden_records(notebook, exercise, solution, tmp_path, secret="an instructor's")
-    assert len(public) == len(secret) > 0
-    public_inputs = [public[c][0]["inputs"] for c in sorted(public)]
-    secret_inputs = [secret[c][0]["inputs"] for c in sorted(secret)]
-    assert public_inputs != secret_inputs
-
-
-@pytest.mark.slow
-def test_a_secret_leaves_the_post_norm_seeds_and_changes_the_order(tmp_path):
-    """l5_ex3's curves are the checked seeds' (C5.6 holds on them); a secret changes which curve
-    comes first, never to all alike."""
-    solution = cells(L5)["l5_ex3"]
-    public = hidden_records(L5, "l5_ex3", solution, tmp_path)
-    answers = {
-        secret: [
-            r[0]["value"]
-            for _, r in sorted(hidden_records(L5, "l5_ex3", solution, tmp_path, secret).items())
-        ]
-        for secret in ("one", "two", "three")
-    }
-    assert [r[0]["value"] for _, r in sorted(public.items())] == ["A", "B", "A"]
-    for secret, said in answers.items():
-        assert len(set(said)) == 2 and said != ["A", "B", "A"], (secret, said)
-
-
-@pytest.mark.parametrize("notebook", [L4, L5, L6, L10])
-def test_hidden_tests_leave_the_grader_its_skipping(notebook):
-    """The hidden tests' own names never read the notebook's history: IPython's ``_i`` (the
-    previous input) as a loop variable made the skip plan run every cell of lessons 4 and 6."""
-    import nbformat
-    from _exercise_runs import ROOT
-
-    from tools.grading import plan
-
-    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
-    assert plan.plan(nb, nb).skipped, f"{notebook}: no demonstration cell would be skipped"
-
-
 # ---- the rows of lessons 4b, 5b, 7, 8 (exercises 1 and 3) and 9 (exercises 1 and 3) (issue 41) --
-# Each: the solution, honest answers written another way, and plausible wrong answers; the check
-# cell's verdict must equal the grade's (test_check_cell_verdict_equals_the_grade_more, below).
+# Each: the solution, honest answers written another way, and plausible wrong answers (rows of
+# TABLE, below).
 L4B, L5B, L7, L8 = (
     "04b_position_inside_attention.ipynb",
     "05b_rmsnorm_and_depth.ipynb",
@@ -726,7 +496,70 @@ def top_p_filter(logits, p):
     keep = (sp.cumsum(-1) - sp) < p
     return probs * torch.zeros_like(keep).scatter(-1, order, keep)
 """
-MORE = {
+
+#: (notebook, exercise, answer, right?) by name; SOLUTION is the instructor's solution cell
+TABLE = {
+    "l4_ex3 solution": (L4, "l4_ex3", SOLUTION, True),
+    "l4_ex3 every adjacent swap": (L4, "l4_ex3", _EVERY_ADJACENT_SWAP, True),
+    "l4_ex3 a random order, numpy": (L4, "l4_ex3", _RANDOM_ORDER_NUMPY, True),
+    "l4_ex3 the sum over the rows compared": (L4, "l4_ex3", _SUM_OVER_ROWS, False),
+    "l4_ex3 the mean over the rows compared": (L4, "l4_ex3", _MEAN_OVER_ROWS, False),
+    "l5_ex2 solution": (L5, "l5_ex2", SOLUTION, True),
+    "l5_ex2 written another way": (L5, "l5_ex2", _PRE_NORM_OTHER_WAY, True),
+    "l6_ex3 solution": (L6, "l6_ex3", SOLUTION, True),
+    "l6_ex3 the Jacobian": (L6, "l6_ex3", _JACOBIAN, True),
+    "l6_ex3 each row rescaled in turn": (L6, "l6_ex3", _SCALE_EACH_ROW, True),
+    "l6_ex3 C6.4's nudge, position 3 only": (L6, "l6_ex3", _NUDGE_ONE.format(k=3), False),
+    "l6_ex3 C6.4's nudge, the last position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=5), False),
+    "l6_ex3 C6.4's nudge, the first position only": (L6, "l6_ex3", _NUDGE_ONE.format(k=0), False),
+    "l6_ex2 solution": (L6, "l6_ex2", SOLUTION, True),
+    "l6_ex2 a loop over points 0.002 apart": (L6, "l6_ex2", _LOOP_OF_POINTS, True),
+    "l6_ex2 a numpy grid 0.001 apart": (L6, "l6_ex2", _NUMPY_GRID, True),
+    "l6_ex2 points 0.02 apart": (L6, "l6_ex2", _COARSE_GRID, False),
+    "l6_ex2 ReLU and GELU's peak, hard-coded": (L6, "l6_ex2", _RELU_GELU_PEAK, False),
+    "l9_ex2 solution": (L9, "l9_ex2", SOLUTION, True),
+    "l9_ex2 a loop of products, a tensor back": (L9, "l9_ex2", _PAIR_LOOP_OF_PRODUCTS, True),
+    "l9_ex2 next_token_probs, a list back": (L9, "l9_ex2", _PAIR_NEXT_TOKEN_PROBS, True),
+    "l9_ex2 the greedy pair": (L9, "l9_ex2", _PAIR_GREEDY, False),
+    "l9_ex2 raw logits added": (L9, "l9_ex2", _PAIR_RAW_LOGITS, False),
+    "l10_ex1 solution": (L10, "l10_ex1", SOLUTION, True),
+    "l10_ex1 the first block kept, fresh others": (L10, "l10_ex1", _KEEP_THE_FIRST_BLOCK, True),
+    "l10_ex1 reset_parameters in place": (L10, "l10_ex1", _RESET_PARAMETERS_IN_PLACE, True),
+    "l10_ex1 deep copies without fresh weights": (L10, "l10_ex1", _DEEP_COPIES_ONLY, False),
+    "l10_ex1 init_weights on the whole model": (L10, "l10_ex1", _INIT_THE_WHOLE_MODEL, False),
+    "l10_ex2 solution": (L10, "l10_ex2", SOLUTION, True),
+    "l10_ex2 a head module reading the embedding": (L10, "l10_ex2", _TIED_HEAD_MODULE, True),
+    "l10_ex2 a transposed view": (L10, "l10_ex2", _TRANSPOSED_VIEW, True),
+    "l10_ex2 a copy of the embedding": (L10, "l10_ex2", _COPY_OF_THE_EMBEDDING, False),
+    "l10_ex3 solution": (L10, "l10_ex3", SOLUTION, True),
+    "l10_ex3 the broken model's lines, position moved up": (
+        L10,
+        "l10_ex3",
+        _LIKE_THE_BROKEN_MODEL,
+        True,
+    ),
+    "l10_ex3 TransformerLM's forward": (L10, "l10_ex3", _THE_LIBRARY_FORWARD, True),
+    "l10_ex3 without the final norm": (L10, "l10_ex3", _WITHOUT_FINAL_NORM, False),
+    "l10_ex3 position added twice": (L10, "l10_ex3", _POSITION_TWICE, False),
+    "l10_ex4 solution": (L10, "l10_ex4", SOLUTION, True),
+    "l10_ex4 constants, capitals": (
+        L10,
+        "l10_ex4",
+        _VERDICTS.format(verdicts={k: v.upper() for k, v in _RIGHT.items()}),
+        True,
+    ),
+    "l10_ex4 K2 passed": (
+        L10,
+        "l10_ex4",
+        _VERDICTS.format(verdicts={**_RIGHT, "K2": "passed"}),
+        False,
+    ),
+    "l10_ex4 K3 failed": (
+        L10,
+        "l10_ex4",
+        _VERDICTS.format(verdicts={**_RIGHT, "K3": "failed"}),
+        False,
+    ),
     "l4b_ex1 solution": (L4B, "l4b_ex1", SOLUTION, True),
     "l4b_ex1 complex numbers": (L4B, "l4b_ex1", _ROTARY_COMPLEX, True),
     "l4b_ex1 interleaved pairs": (L4B, "l4b_ex1", _ROTARY_INTERLEAVED, False),
@@ -775,15 +608,178 @@ MORE = {
 }
 
 
-@pytest.mark.parametrize("name", list(MORE))
-def test_check_cell_verdict_equals_the_grade_more(name, tmp_path):
-    notebook, exercise, answer, right = MORE[name]
+def _verdicts_agree(row, tmp_path):
+    """Run one row; the check's verdict and the grade's both equal its right?, and a wrong
+    answer's check says what is wrong in one line. Returns the run."""
+    notebook, exercise, answer, right = row
     answer = cells(notebook)[exercise] if answer is SOLUTION else answer
     got = run(notebook, exercise, answer, tmp_path)
     assert got.check == right, (got.said, got.grade.message)
     assert got.grade.correct == right, (got.said, got.grade.message)
-    if not right:
-        assert "\n" not in got.said  # one line, saying what is wrong
+    assert right or "\n" not in got.said  # one line, saying what is wrong
+    return got
+
+
+@pytest.mark.parametrize("name", list(TABLE))
+def test_check_cell_verdict_equals_the_grade(name, tmp_path):
+    got, right = _verdicts_agree(TABLE[name], tmp_path), TABLE[name][3]
+    if not right and spec_for(TABLE[name][1]).expected:
+        # the grade's comment names what was compared and what was expected, in words (an
+        # exercise whose Spec describes its parts; the others compare with the solution)
+        assert "expected" in got.grade.message, got.grade.message
+        assert "item" not in got.grade.message, got.grade.message
+
+
+def test_grade_comment_names_the_part_that_differs(tmp_path):
+    """The capstone's hidden tests record named parts: the comment says which part differs and
+    what a right answer gives there, never "item 2 of the answer"."""
+    message = run(L10, "l10_ex3", _WITHOUT_FINAL_NORM, tmp_path).grade.message
+    assert "the repaired model's output differs" in message, message
+    assert "self.final_norm" in message, message
+    message = run(L10, "l10_ex1", _DEEP_COPIES_ONLY, tmp_path).grade.message
+    assert "fresh weights at every depth is not right" in message, message
+
+
+def test_visible_check_says_why_a_plausible_wrong_answer_fails(tmp_path):
+    said = run(L10, "l10_ex3", _WITHOUT_FINAL_NORM, tmp_path).said
+    assert "skip the final norm" in said, said
+    said = run(L10, "l10_ex1", _DEEP_COPIES_ONLY, tmp_path).said
+    assert "hold the same values" in said and "init_weights(block)" in said, said
+    said = run(L4, "l4_ex3", _SUM_OVER_ROWS, tmp_path).said
+    assert "sums (and means) over the rows agree" in said, said
+    said = run(L6, "l6_ex3", _NUDGE_ONE.format(k=3), tmp_path).said
+    assert "changes one position only" in said, said
+
+
+# ---- hard-coded answers: they pass on the public inputs, and lose their points with a secret ---
+_COUNTED = """
+_calls = [0]
+
+
+def {name}(*args):  # the public notebook's hidden answers, in the order the cases come
+    _calls[0] += 1
+    return {answers}[(_calls[0] - 1) % {n}]
+"""
+_L4_PUBLIC = [True, True, False, False, True, False, False, False]
+_L6_PUBLIC = [True, False, True, True, True, False, False, True, True]
+HARD_CODED = {
+    "l4_ex3 verdicts counted": (
+        L4,
+        "l4_ex3",
+        _COUNTED.format(name="is_permutation_equivariant", answers=_L4_PUBLIC, n=8),
+    ),
+    "l6_ex3 verdicts counted": (
+        L6,
+        "l6_ex3",
+        _COUNTED.format(name="mixes_positions", answers=_L6_PUBLIC, n=9),
+    ),
+    "l6_ex2 keyed on the public ranges": (
+        L6,
+        "l6_ex2",
+        "def most_different_input(f, g, lo, hi):\n"
+        "    return {-4.0: 0.7518, -3.0: -1.2785, -2.0: -0.8103}[lo]\n",
+    ),
+    "l9_ex2 the public pairs, counted": (
+        L9,
+        "l9_ex2",
+        _COUNTED.format(
+            name="most_likely_pair",
+            answers=[
+                [12, 3],
+                [6, 7],
+                [2, 11],
+                [12, 3],
+                [10, 9],
+                [9, 1],
+                [9, 3],
+                [8, 6],
+                [7, 11],
+                [11, 9],
+                [11, 9],
+                [7, 11],
+            ],  # fmt: skip
+            n=12,
+        ),
+    ),
+    "l5_ex3 keyed on the depth": (
+        L5,
+        "l5_ex3",
+        "def which_curve_is_post_norm(a, b):\n    return {6: 'A', 7: 'B', 10: 'A'}[len(a)]\n",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=[pytest.mark.slow] if name.startswith("l5_ex3") else [])
+        for name in HARD_CODED  # l5_ex3's hidden cases train six small models each run
+    ],
+)
+def test_hard_coded_answer_loses_its_points_under_a_secret(name, tmp_path):
+    notebook, exercise, answer = HARD_CODED[name]
+    public = run(notebook, exercise, answer, tmp_path)
+    assert public.grade.correct, public.grade.message  # it is the public cases' answer
+    secret = "an instructor's secret"
+    graded = run(notebook, exercise, answer, tmp_path, secret=secret)
+    assert not graded.grade.correct, graded.grade.message
+    honest = run(notebook, exercise, cells(notebook)[exercise], tmp_path, secret=secret)
+    assert honest.grade.correct, honest.grade.message
+
+
+@pytest.mark.parametrize(
+    ("notebook", "exercise"),
+    [
+        (L4, "l4_ex3"),
+        (L5, "l5_ex2"),
+        (L6, "l6_ex2"),
+        (L6, "l6_ex3"),
+        (L9, "l9_ex2"),
+        (L10, "l10_ex1"),
+        (L10, "l10_ex3"),
+    ],
+)
+def test_a_secret_changes_the_hidden_inputs(notebook, exercise, tmp_path):
+    """With a secret, the hidden cases' inputs (their digests, in case order) are not the public
+    notebook's: a student who read the public notebook does not know what is graded."""
+    solution = cells(notebook)[exercise]
+    public = hidden_records(notebook, exercise, solution, tmp_path)
+    secret = hidden_records(notebook, exercise, solution, tmp_path, secret="an instructor's")
+    assert len(public) == len(secret) > 0
+    public_inputs = [public[c][0]["inputs"] for c in sorted(public)]
+    secret_inputs = [secret[c][0]["inputs"] for c in sorted(secret)]
+    assert public_inputs != secret_inputs
+
+
+@pytest.mark.slow
+def test_a_secret_leaves_the_post_norm_seeds_and_changes_the_order(tmp_path):
+    """l5_ex3's curves are the checked seeds' (C5.6 holds on them); a secret changes which curve
+    comes first, never to all alike."""
+    solution = cells(L5)["l5_ex3"]
+    public = hidden_records(L5, "l5_ex3", solution, tmp_path)
+    answers = {
+        secret: [
+            r[0]["value"]
+            for _, r in sorted(hidden_records(L5, "l5_ex3", solution, tmp_path, secret).items())
+        ]
+        for secret in ("one", "two", "three")
+    }
+    assert [r[0]["value"] for _, r in sorted(public.items())] == ["A", "B", "A"]
+    for secret, said in answers.items():
+        assert len(set(said)) == 2 and said != ["A", "B", "A"], (secret, said)
+
+
+@pytest.mark.parametrize("notebook", [L4, L5, L6, L10])
+def test_hidden_tests_leave_the_grader_its_skipping(notebook):
+    """The hidden tests' own names never read the notebook's history: IPython's ``_i`` (the
+    previous input) as a loop variable made the skip plan run every cell of lessons 4 and 6."""
+    import nbformat
+    from _exercise_runs import ROOT
+
+    from tools.grading import plan
+
+    nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
+    assert plan.plan(nb, nb).skipped, f"{notebook}: no demonstration cell would be skipped"
 
 
 _INVARIANCES_SCALE_TWICE = """

@@ -766,25 +766,28 @@ def pair_right(model, tokens):  # the notebook's way: log-probabilities of all V
     return best // V, best % V
 
 
-def pair_loop_of_products(model, tokens):  # probabilities multiplied, one prompt + a at a time
-    best = None
+def pair_loop_of_log_sums(model, tokens):  # log p(a) + log p(b | a), every pair in one loop
     with torch.no_grad():
-        p1 = torch.softmax(model(tokens[None])[0, -1], -1)
-        for a in range(len(p1)):
-            p2 = torch.softmax(model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1], -1)
-            for b in range(len(p2)):
-                if best is None or p1[a] * p2[b] > best[0]:
-                    best = (p1[a] * p2[b], a, b)
-    return torch.tensor(best[1:])  # a tensor of the two ids
+        log_first = torch.log_softmax(model(tokens[None])[0, -1], -1)
+        log_second = {
+            a: torch.log_softmax(model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1], -1)
+            for a in range(len(log_first))
+        }
+    pairs = itertools.product(range(len(log_first)), repeat=2)
+    return torch.tensor(
+        max(pairs, key=lambda ab: float(log_first[ab[0]] + log_second[ab[0]][ab[1]]))
+    )
 
 
-def pair_with_next_token_probs(model, tokens):  # the course's softmax, a list back
+def pair_with_next_token_probs(model, tokens):  # the course's softmax, one first id at a time
     with torch.no_grad():
-        p1 = next_token_probs(model(tokens[None])[0, -1])
-        V = len(p1)
-        after = torch.cat([tokens.repeat(V, 1), torch.arange(V).unsqueeze(1)], 1)
-        p2 = torch.stack([next_token_probs(z) for z in model(after)[:, -1]])
-    return list(divmod(int((p1[:, None] * p2).argmax()), V))
+        first = next_token_probs(model(tokens[None])[0, -1], temperature=1.0)
+        scores = []
+        for a, p_a in enumerate(first.tolist()):
+            logits = model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1]
+            scores.append(p_a * next_token_probs(logits, temperature=1.0))
+    table = torch.stack(scores)  # [V, V]
+    return [int(i) for i in divmod(int(table.argmax()), len(first))]
 
 
 def _pair_greedy(model, tokens):
@@ -816,7 +819,7 @@ def _pair_flat_index(model, tokens):
 
 
 def test_check_most_likely_pair_accepts_right_answers(capsys):
-    for answer in (pair_right, pair_loop_of_products, pair_with_next_token_probs):
+    for answer in (pair_right, pair_loop_of_log_sums, pair_with_next_token_probs):
         checks.check_most_likely_pair(answer)
         assert capsys.readouterr().out.startswith("✓ Exercise 2")
 
