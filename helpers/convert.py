@@ -83,6 +83,22 @@ _GPT2_ACTIVATIONS = {
     "relu": "relu",
 }
 _TO_GPT2_ACTIVATION = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+#: LMConfig's sizes under GPT-2's and Llama's configuration names (read one way, written the other)
+_GPT2_SIZES = {"vocab_size": "vocab_size", "d_model": "n_embd", "n_layers": "n_layer",
+               "n_heads": "n_head", "max_len": "n_positions"}  # fmt: skip
+_LLAMA_SIZES = {"vocab_size": "vocab_size", "d_model": "hidden_size",
+                "n_layers": "num_hidden_layers", "n_heads": "num_attention_heads",
+                "max_len": "max_position_embeddings"}  # fmt: skip
+
+
+#: The course's options that make a GPT-2 and a Llama (the rest comes from their configurations)
+_GPT2_OPTIONS = dict(positional="learned", norm_type="layer")
+_LLAMA_OPTIONS = dict(positional="rotary", activation="swiglu", norm_type="rms")
+
+
+def _sizes(config, names: dict) -> dict:
+    """LMConfig's sizes read from a foreign ``config`` whose names ``names`` gives."""
+    return {ours: getattr(config, theirs) for ours, theirs in names.items()}
 
 
 def _transformers():
@@ -206,20 +222,13 @@ def _from_hf_gpt2(hf) -> TransformerLM:
     tied = hf.lm_head.weight is hf.transformer.wte.weight
     model = _build(
         dict(
-            vocab_size=c.vocab_size,
-            d_model=c.n_embd,
-            n_layers=c.n_layer,
-            n_heads=c.n_head,
+            **_sizes(c, _GPT2_SIZES),
             d_ff=c.n_inner or 4 * c.n_embd,
-            max_len=c.n_positions,
-            positional="learned",
+            **_GPT2_OPTIONS,
             activation=_GPT2_ACTIVATIONS[c.activation_function],
             tie_weights=tied,
-            norm_type="layer",
             bias=True,
             norm_eps=float(c.layer_norm_epsilon),
-            rotary_base=10000.0,
-            d_hidden=None,
         )
     )
     return _gpt2_layout_into(model, hf.state_dict(), conv1d=True)
@@ -230,20 +239,13 @@ def _from_zoo_gpt(gpt) -> TransformerLM:
     ln = gpt.transformer.ln_f
     model = _build(
         dict(
-            vocab_size=c.vocab_size,
-            d_model=c.n_embd,
-            n_layers=c.n_layer,
-            n_heads=c.n_head,
+            **_sizes(c, {**_GPT2_SIZES, "max_len": "block_size"}),
             d_ff=4 * c.n_embd,
-            max_len=c.block_size,
-            positional="learned",
+            **_GPT2_OPTIONS,
             activation="gelu_tanh",
             tie_weights=gpt.lm_head.weight is gpt.transformer.wte.weight,
-            norm_type="layer",
             bias=bool(c.bias),
             norm_eps=float(ln.eps),
-            rotary_base=10000.0,
-            d_hidden=None,
         )
     )
     return _gpt2_layout_into(model, gpt.state_dict(), conv1d=False)
@@ -310,16 +312,10 @@ def _from_hf_llama(hf) -> TransformerLM:
     base = _rope_theta(c)
     model = _build(
         dict(
-            vocab_size=c.vocab_size,
-            d_model=d,
-            n_layers=c.num_hidden_layers,
-            n_heads=heads,
+            **_sizes(c, _LLAMA_SIZES),
             d_ff=c.intermediate_size,
-            max_len=c.max_position_embeddings,
-            positional="rotary",
-            activation="swiglu",
+            **_LLAMA_OPTIONS,
             tie_weights=hf.lm_head.weight is hf.model.embed_tokens.weight,
-            norm_type="rms",
             bias=bool(c.attention_bias),
             norm_eps=float(c.rms_norm_eps),
             rotary_base=base,
@@ -383,11 +379,13 @@ def to_huggingface(model: TransformerLM) -> nn.Module:
             _refuse(f"activation={c.activation!r} in GPT-2", "GPT-2's MLP has two matrices")
         if not s["bias"]:
             _refuse("bias=False in GPT-2", "GPT-2's Conv1D layers all have biases")
-        return _to_hf_gpt2(model, s)
+        fields, state = _to_hf_gpt2(model, s)
+        return _load_into(_new_hf(model, "gpt2", **fields), state)
     if c.positional == "rotary" and c.norm_type == "rms":
         if c.activation != "swiglu":
             _refuse(f"activation={c.activation!r} in Llama", "Llama's MLP is SwiGLU")
-        return _to_hf_llama(model, s)
+        fields, state = _to_hf_llama(model, s)
+        return _load_into(_new_hf(model, "llama", **fields), state)
     _refuse(
         f"positional={c.positional!r} with norm_type={c.norm_type!r}",
         "GPT-2 is learned + layer, Llama rotary + rms; no other pair has a Hugging Face twin here",
@@ -395,26 +393,23 @@ def to_huggingface(model: TransformerLM) -> nn.Module:
 
 
 def _new_hf(model: TransformerLM, family: str, **fields) -> nn.Module:
-    """An untrained Hugging Face model of ``family`` with ``model``'s vocabulary and tying."""
+    """An untrained Hugging Face model of ``family`` with ``model``'s sizes and tying."""
     T = _transformers()
     config_class, model_class = {
         "gpt2": (T.GPT2Config, T.GPT2LMHeadModel),
         "llama": (T.LlamaConfig, T.LlamaForCausalLM),
     }[family]
-    config = config_class(vocab_size=model.config.vocab_size, tie_word_embeddings=model.tied,
-                          bos_token_id=0, eos_token_id=0, **fields)  # fmt: skip
+    names = _GPT2_SIZES if family == "gpt2" else _LLAMA_SIZES
+    sizes = {theirs: getattr(model.config, ours) for ours, theirs in names.items()}
+    config = config_class(**sizes, tie_word_embeddings=model.tied, bos_token_id=0, eos_token_id=0,
+                          **fields)  # fmt: skip
     return model_class(config).eval()
 
 
-def _to_hf_gpt2(model: TransformerLM, s: dict) -> nn.Module:
+def _to_hf_gpt2(model: TransformerLM, s: dict) -> tuple[dict, dict]:
+    """GPT2Config's fields for ``model`` and its weights under GPT-2's names (Conv1D: [in, out])."""
     c = model.config
-    hf = _new_hf(
-        model,
-        "gpt2",
-        n_positions=c.max_len,
-        n_embd=c.d_model,
-        n_layer=c.n_layers,
-        n_head=c.n_heads,
+    fields = dict(
         n_inner=model.blocks[0].feedforward.d_hidden,
         activation_function=_TO_GPT2_ACTIVATION[c.activation],
         resid_pdrop=0.0,
@@ -449,20 +444,15 @@ def _to_hf_gpt2(model: TransformerLM, s: dict) -> nn.Module:
     state["transformer.ln_f.weight"] = model.final_norm.weight
     state["transformer.ln_f.bias"] = model.final_norm.bias
     state["lm_head.weight"] = model.lm_head.weight
-    return _load_into(hf, state)
+    return fields, state
 
 
-def _to_hf_llama(model: TransformerLM, s: dict) -> nn.Module:
+def _to_hf_llama(model: TransformerLM, s: dict) -> tuple[dict, dict]:
+    """LlamaConfig's fields for ``model`` and its weights under Llama's names (half-split rotary)."""
     c = model.config
-    hf = _new_hf(
-        model,
-        "llama",
-        hidden_size=c.d_model,
-        num_hidden_layers=c.n_layers,
-        num_attention_heads=c.n_heads,
+    fields = dict(
         num_key_value_heads=c.n_heads,
         intermediate_size=s["d_hidden"],
-        max_position_embeddings=c.max_len,
         rms_norm_eps=s["norm_eps"],
         rope_parameters={"rope_type": "default", "rope_theta": s["rotary_base"]},
         attention_bias=s["bias"],
@@ -474,7 +464,7 @@ def _to_hf_llama(model: TransformerLM, s: dict) -> nn.Module:
         for ours, key, turned in _llama_names(model)
     }
     state["lm_head.weight"] = model.lm_head.weight  # listed by Hugging Face even when tied
-    return _load_into(hf, state)
+    return fields, state
 
 
 def _load_into(hf: nn.Module, state: dict) -> nn.Module:

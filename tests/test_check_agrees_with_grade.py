@@ -703,15 +703,15 @@ def load_gpt2_layout(model, state_dict):  # every weight replaced by a new Param
     return model
 """
 )
-TABLE_L8 = {
-    "l8_ex4 solution": (L8, "l8_ex4", SOLUTION, True),
-    "l8_ex4 .t(), chunk, copy_": (L8, "l8_ex4", _L8_CHUNK_T, True),
-    "l8_ex4 einsum, slicing, load_state_dict": (L8, "l8_ex4", _L8_EINSUM_LOAD_STATE_DICT, True),
-    "l8_ex4 the square Conv1D weights not transposed": (L8, "l8_ex4", _L8_NO_TRANSPOSE, False),
-    "l8_ex4 q and k swapped": (L8, "l8_ex4", _L8_Q_K_SWAPPED, False),
-    "l8_ex4 new Parameters, the tie lost": (L8, "l8_ex4", _L8_UNTIED, False),
+_L8_ANSWERS = {  # name -> (answer, right?)
+    "solution": (SOLUTION, True),
+    ".t(), chunk, copy_": (_L8_CHUNK_T, True),
+    "einsum, slicing, load_state_dict": (_L8_EINSUM_LOAD_STATE_DICT, True),
+    "the square Conv1D weights not transposed": (_L8_NO_TRANSPOSE, False),
+    "q and k swapped": (_L8_Q_K_SWAPPED, False),
+    "new Parameters, the tie lost": (_L8_UNTIED, False),
 }
-TABLE.update(TABLE_L8)
+TABLE.update({f"l8_ex4 {k}": (L8, "l8_ex4", a, right) for k, (a, right) in _L8_ANSWERS.items()})
 
 
 _L8_NOTHING_TRANSPOSED = (
