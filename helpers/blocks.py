@@ -37,6 +37,9 @@ class TransformerBlock(nn.Module):
     feed-forward block, ``d_ff`` defaults to 4 * d_model. ``norm_type`` is "layer" (LayerNorm,
     the default) or "rms" (RMSNorm, C5.8); ``positional`` is what the attention does with position
     itself: "none" (the default), "rotary" or "alibi" (C4.8, see :class:`MultiHeadAttention`).
+    ``bias=False`` drops every Linear's bias (Llama). Lesson 8's converters also set
+    ``rotary_base`` (rotary's base, 10000 by default), ``norm_eps`` (None: the norm's default)
+    and ``d_hidden`` (SwiGLU's explicit hidden width, see :class:`FeedForward`).
     """
 
     def __init__(
@@ -51,16 +54,20 @@ class TransformerBlock(nn.Module):
         *,
         norm_type: str = "layer",
         positional: str = "none",
+        rotary_base: float = 10000.0,
+        norm_eps: float | None = None,
+        d_hidden: int | None = None,
     ):
         super().__init__()
         self.d_model = check.positive_int("d_model", d_model)
         check.choice("norm_type", norm_type, NORM_TYPES)  # before any weight is drawn
         check.choice("positional", positional, ATTENTION_POSITIONAL)
-        mha = MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias, positional=positional)
-        self.attn = Residual(mha, d_model, norm, norm_type)
-        self.ffn = Residual(
-            FeedForward(d_model, d_ff, activation, bias=bias), d_model, norm, norm_type
+        mha = MultiHeadAttention(
+            d_model, n_heads, causal, bias, positional=positional, rotary_base=rotary_base
         )
+        self.attn = Residual(mha, d_model, norm, norm_type, norm_eps)
+        ffn = FeedForward(d_model, d_ff, activation, bias, d_hidden=d_hidden)
+        self.ffn = Residual(ffn, d_model, norm, norm_type, norm_eps)
 
     @property
     def norm_placement(self) -> str:

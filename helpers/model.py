@@ -28,6 +28,7 @@ from .feedforward import ACTIVATIONS
 from .generation import GenerationMixin
 from .normalization import NORM_PLACEMENTS, NORM_TYPES, LayerNorm, RMSNorm, make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .reproducible import default_dtype
 
 __all__ = [
     "POSITIONAL_KINDS",
@@ -35,7 +36,9 @@ __all__ = [
     "INITS",
     "LMConfig",
     "GPT2_SMALL",
+    "LESSON_MODEL",
     "TransformerLM",
+    "seeded_model",
     "init_weights",
     "coherent_defaults",
     "next_token_loss",
@@ -64,6 +67,12 @@ class LMConfig:
     again; :meth:`resolved` fills them in. Each field is checked when the config is made, with an
     error naming it. A new option of the model is one more field here (with its default) and one
     more keyword of :class:`TransformerLM`; the checkpoint and the experiments follow.
+
+    The options a real checkpoint needs (lesson 8, going further: :mod:`helpers.convert`):
+    ``bias`` (False: no bias in any Linear, as Llama), ``d_hidden`` (SwiGLU's hidden width, e.g.
+    Llama's intermediate_size; None: round(2/3 d_ff)), ``norm_eps`` (the norms' epsilon; None:
+    1e-5 for LayerNorm, 1e-6 for RMSNorm) and ``rotary_base`` (rotary's base, 10000).
+    ``activation="gelu_tanh"`` is GPT-2's GELU.
     """
 
     vocab_size: int
@@ -79,6 +88,10 @@ class LMConfig:
     norm_type: str = "layer"
     init: str | None = None
     scale_embeddings: bool | None = None
+    bias: bool = True
+    d_hidden: int | None = None
+    norm_eps: float | None = None
+    rotary_base: float = 10000.0
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len"):
@@ -98,6 +111,30 @@ class LMConfig:
                 f"scale_embeddings must be True, False or None (the default for the positional "
                 f"scheme), got {self.scale_embeddings!r}"
             )
+        if not isinstance(self.bias, bool):
+            raise TypeError(f"bias must be True or False, got {self.bias!r}")
+        if self.d_hidden is not None:
+            if self.activation != "swiglu":
+                raise ValueError(
+                    f"d_hidden sets SwiGLU's hidden width; with activation={self.activation!r} "
+                    f"the hidden width is d_ff: give d_ff={self.d_hidden} instead"
+                )
+            object.__setattr__(self, "d_hidden", check.positive_int("d_hidden", self.d_hidden))
+        if self.norm_eps is not None:
+            object.__setattr__(self, "norm_eps", check.positive_float("norm_eps", self.norm_eps))
+        object.__setattr__(
+            self, "rotary_base", check.positive_float("rotary_base", self.rotary_base)
+        )
+
+    def keywords(self) -> dict:
+        """The fields a model needs besides its defaults, as :class:`TransformerLM` keywords: the
+        sizes without a default and every field that differs from its default, in field order
+        (``TransformerLM(**config.keywords())`` is ``TransformerLM.from_config(config)``)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.default is MISSING or getattr(self, f.name) != f.default
+        }
 
     def resolved(self) -> LMConfig:
         """The same config with ``init`` and ``scale_embeddings`` filled in from
@@ -128,6 +165,14 @@ GPT2_SMALL = LMConfig(
     max_len=1024,
     positional="learned",
 )
+
+
+#: The lessons' own model (lessons 8 and 9): d_model 48, 2 blocks, 4 heads, sinusoidal position,
+#: pre-norm, GELU, tied. Its ``vocab_size`` is the whole shipped text's 65 characters and its
+#: ``max_len`` lesson 9's context of 64; a run on another text or context replaces those two
+#: (``dataclasses.replace(LESSON_MODEL, vocab_size=..., max_len=...)``). Every experiment built
+#: on the lesson model takes its sizes from here.
+LESSON_MODEL = LMConfig(vocab_size=65, d_model=48, n_layers=2, n_heads=4, max_len=64)
 
 
 def next_token_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
@@ -205,7 +250,10 @@ class TransformerLM(nn.Module, GenerationMixin):
     the first block), ``n_layers`` causal :class:`TransformerBlock`, a final LayerNorm for
     pre-norm, and the output projection d_model -> vocab_size (no bias). With
     ``tie_weights=True`` the projection's weight *is* the embedding's weight.
-    Every Linear and LayerNorm has a bias, as in GPT-2: :data:`GPT2_SMALL` counts 124,439,808.
+    Every Linear and LayerNorm has a bias, as in GPT-2: :data:`GPT2_SMALL` counts 124,439,808
+    (``bias=False`` drops the Linears' biases, as Llama; ``d_hidden``, ``norm_eps`` and
+    ``rotary_base`` as :class:`LMConfig` says: what :mod:`helpers.convert` needs for a real
+    checkpoint).
 
     ``positional="rotary"`` or ``"alibi"`` puts position inside every block's attention (C4.8;
     rotary needs an even d_head = d_model / n_heads) and ``"none"`` leaves it out (C4.9): then
@@ -238,11 +286,16 @@ class TransformerLM(nn.Module, GenerationMixin):
         scale_embeddings: bool | None = None,
         init: str | None = None,
         norm_type: str = "layer",
+        bias: bool = True,
+        d_hidden: int | None = None,
+        norm_eps: float | None = None,
+        rotary_base: float = 10000.0,
     ):
         super().__init__()
         config = LMConfig(
             vocab_size, d_model, n_layers, n_heads, d_ff, max_len, positional, norm, activation,
             bool(tie_weights), norm_type=norm_type, init=init, scale_embeddings=scale_embeddings,
+            bias=bias, d_hidden=d_hidden, norm_eps=norm_eps, rotary_base=rotary_base,
         )  # fmt: skip
         self.config = config
         # C8.6: the defaults keep token and position at comparable sizes (see coherent_defaults)
@@ -269,12 +322,17 @@ class TransformerLM(nn.Module, GenerationMixin):
                 norm=norm,
                 activation=activation,
                 causal=True,
+                bias=c.bias,
                 norm_type=norm_type,
                 positional=inside,
+                rotary_base=c.rotary_base,
+                norm_eps=c.norm_eps,
+                d_hidden=c.d_hidden,
             )
             for _ in range(n_layers)
         )
-        self.final_norm = make_norm(norm_type, d_model) if norm == "pre" else nn.Identity()
+        pre = norm == "pre"
+        self.final_norm = make_norm(norm_type, d_model, c.norm_eps) if pre else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)  # weight [vocab_size, d_model]
         init_weights(self, self.init_scheme)
         if self.config.tie_weights:
@@ -333,3 +391,17 @@ class TransformerLM(nn.Module, GenerationMixin):
             if f.name in _REPR_ALWAYS or f.default is MISSING or value != f.default:
                 shown.append(f"{f.name}={value}")
         return ", ".join(shown)
+
+
+def seeded_model(config: LMConfig, seed: int, dtype: torch.dtype | None = None) -> TransformerLM:
+    """Lessons 4 to 9. ``torch.manual_seed(seed)``, then ``TransformerLM.from_config(config)``
+    under :func:`~helpers.reproducible.default_dtype` (``dtype``: torch.float32 or torch.float64;
+    None: the current default): the same seed and config give the same initial weights, and
+    float64 draws are the same bits on every CPU path. Seeds torch's global generator, as the
+    lessons' runs always have (wrap it in ``torch.random.fork_rng`` to leave that alone)."""
+    if not isinstance(config, LMConfig):
+        raise TypeError(f"config must be a helpers.model.LMConfig, got {type(config).__name__}")
+    seed = check.positive_int("seed", seed, minimum=0)
+    torch.manual_seed(seed)
+    with default_dtype(torch.get_default_dtype() if dtype is None else dtype):
+        return TransformerLM.from_config(config)

@@ -88,11 +88,13 @@ class RMSNorm(nn.Module):
         return f"d_model={self.d_model}, eps={self.eps:g}"
 
 
-def make_norm(norm_type: str, d_model: int) -> nn.Module:
+def make_norm(norm_type: str, d_model: int, eps: float | None = None) -> nn.Module:
     """Lesson 5. ``LayerNorm(d_model)`` for ``norm_type="layer"`` (eps 1e-5, gain and bias),
-    ``RMSNorm(d_model)`` for ``"rms"`` (eps 1e-6, gain only)."""
+    ``RMSNorm(d_model)`` for ``"rms"`` (eps 1e-6, gain only); ``eps`` given replaces the default
+    (a checkpoint's own, e.g. Llama's ``rms_norm_eps``: lesson 8's converters)."""
     check.choice("norm_type", norm_type, NORM_TYPES)
-    return LayerNorm(d_model) if norm_type == "layer" else RMSNorm(d_model)
+    cls = LayerNorm if norm_type == "layer" else RMSNorm
+    return cls(d_model) if eps is None else cls(d_model, eps=eps)
 
 
 class Residual(nn.Module):
@@ -103,11 +105,16 @@ class Residual(nn.Module):
     ``norm="none"``: ``x + sublayer(x)`` (no layer norm; for comparison in lesson 5)
 
     ``norm_type`` chooses the normalization: ``"layer"`` (:class:`LayerNorm`, the default) or
-    ``"rms"`` (:class:`RMSNorm`, C5.8).
+    ``"rms"`` (:class:`RMSNorm`, C5.8); ``eps`` its epsilon (None: that norm's default).
     """
 
     def __init__(
-        self, sublayer: nn.Module, d_model: int, norm: str = "pre", norm_type: str = "layer"
+        self,
+        sublayer: nn.Module,
+        d_model: int,
+        norm: str = "pre",
+        norm_type: str = "layer",
+        eps: float | None = None,
     ):
         super().__init__()
         if not isinstance(sublayer, nn.Module):
@@ -116,7 +123,7 @@ class Residual(nn.Module):
         self.d_model = check.positive_int("d_model", d_model)
         self.norm_placement = check.choice("norm", norm, NORM_PLACEMENTS)
         self.norm_type = check.choice("norm_type", norm_type, NORM_TYPES)
-        self.norm = make_norm(norm_type, self.d_model) if norm != "none" else nn.Identity()
+        self.norm = make_norm(norm_type, self.d_model, eps) if norm != "none" else nn.Identity()
         declared = getattr(sublayer, "d_model", None)
         if declared is not None and declared != d_model:
             raise ValueError(

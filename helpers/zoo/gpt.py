@@ -19,15 +19,19 @@ names it), so whatever the audit finds here it finds by observing the model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .. import _validate as check
+from ..model import LMConfig
 
-__all__ = ["GPTConfig", "GPT", "Block", "MLP", "CausalSelfAttention"]
+__all__ = ["GPTConfig", "GPT", "Block", "MLP", "CausalSelfAttention", "gpt2_state_dict"]
+
+#: The weights Hugging Face's GPT-2 keeps in a Conv1D, as [in, out] (the transpose of nn.Linear's)
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
 @dataclass
@@ -54,6 +58,37 @@ class GPTConfig:
             )
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def lm_config(self) -> LMConfig:
+        """Lesson 10. The course's :class:`~helpers.model.LMConfig` of this shape (learned
+        positions, pre-norm, GELU, tied, GPT-2's N(0, 0.02^2) init): the same parameter count
+        with ``bias=True``. Not the same model: ``dropout``, ``bias=False``, the tanh GELU and the
+        1/sqrt(2 L) residual init have no LMConfig field."""
+        return LMConfig(
+            vocab_size=self.vocab_size, d_model=self.n_embd, n_layers=self.n_layer,
+            n_heads=self.n_head, max_len=self.block_size, positional="learned", init="gpt2",
+        )  # fmt: skip
+
+    @classmethod
+    def from_lm_config(cls, config: LMConfig, **settings) -> GPTConfig:
+        """Lesson 10. The GPTConfig of an :class:`~helpers.model.LMConfig`'s sizes, in GPT-2's
+        names (``settings``: ``dropout``, ``bias``); the LMConfig's options must be what this
+        GPT is (learned positions, pre-norm LayerNorm, GELU, 4 d_model wide, tied), else a
+        ValueError names the first that differs."""
+        if not isinstance(config, LMConfig):
+            raise TypeError(f"config must be a helpers.model.LMConfig, got {type(config).__name__}")
+        sizes = {"vocab_size": config.vocab_size, "n_embd": config.d_model}
+        sizes |= {"n_layer": config.n_layers, "n_head": config.n_heads}
+        gpt = cls(block_size=config.max_len, **sizes, **settings)
+        want = asdict(gpt.lm_config())
+        for name, value in asdict(config).items():
+            if name in ("init", "scale_embeddings") or (name == "d_ff" and value == 4 * gpt.n_embd):
+                continue  # how the weights are drawn; d_ff given as the width it is
+            if value != want[name]:
+                raise ValueError(
+                    f"config.{name} must be {want[name]!r} for this GPT, got {value!r}"
+                )
+        return gpt
 
 
 class CausalSelfAttention(nn.Module):
@@ -167,3 +202,17 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
+
+
+def gpt2_state_dict(gpt: GPT) -> dict[str, torch.Tensor]:
+    """Lesson 8 (going further). ``gpt``'s weights as a GPT-2 checkpoint stores them (Hugging
+    Face's ``GPT2LMHeadModel.state_dict()``): the same names, every Conv1D weight (``c_attn``,
+    ``c_proj``, ``c_fc``) as ``[in, out]``, the transpose of ``nn.Linear``'s ``[out, in]``, so
+    ``c_attn.weight`` is ``[n_embd, 3 n_embd]`` with q, k, v side by side along its columns.
+    Copies, detached: a foreign checkpoint to map into the course's model."""
+    if not isinstance(gpt, GPT):
+        raise TypeError(f"gpt must be a helpers.zoo.gpt.GPT, got {type(gpt).__name__}")
+    return {
+        name: (t.t() if name.endswith(_CONV1D) else t).detach().clone().contiguous()
+        for name, t in gpt.state_dict().items()
+    }
