@@ -29,6 +29,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     _tuple = d["tuple"]
     _bool, _Random = d["bool"], d["Random"]
     _compile, _BaseException, _Exception = d["compile"], d["BaseException"], d["Exception"]
+    _TypeError = d["TypeError"]
     _getframe, _get_ident, _write = d["getframe"], d["get_ident"], d["os_write"]
     _current_frames = d["current_frames"]
     _hmac, _main, _getpid = d["hmac_digest"], d["main_ident"], d["getpid"]
@@ -326,9 +327,9 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
         if error is not None:
             raise error
 
-    def hidden_seed(exercise, default, /, _send=send, _int=_int, _type=_type):
+    def hidden_seed(exercise, default, /, _send=send, _int=_int, _type=_type, _error=_TypeError):
         if _type(default) is not _int:
-            raise TypeError("hidden_seed: default must be an int")
+            raise _error("hidden_seed: default must be an int")
         seed = _send(("seed", exercise, default))
         return default if seed is None else seed
 
