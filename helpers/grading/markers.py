@@ -7,15 +7,6 @@ when the instructor has set no secret. Re-exported by :mod:`helpers.grading`.
 
 from __future__ import annotations
 
-__all__ = [
-    "THIRD_PARTY",
-    "ANOTHER_THREAD",
-    "COMPILED",
-    "TORCHSCRIPT",
-    "PUBLIC_SECRET",
-    "NUMPY_DTYPES",
-]
-
 #: What an answer's call of these libraries is recorded as: a module prefix. No exercise needs
 #: them, and some hold the answer outright (Hugging Face's rotary, ALiBi, RMSNorm, top-p), so
 #: the grader refuses them everywhere (tools/grading/verdicts.py).
