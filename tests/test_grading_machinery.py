@@ -29,7 +29,7 @@ from helpers.grading import dependencies
 #: lessons' tests reset it), the constants, and the dependencies, taken when it is built.
 NOT_MACHINERY = {"markers", "dependencies"}
 #: The machinery's modules as the package is split today (a module added later is checked too)
-MACHINERY = {"machinery", "observers", "plaindata", "sentinel"}
+MACHINERY = {"machinery", "provenance", "observers", "plaindata", "sentinel"}
 GLOBAL_OPS = {"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"}
 
 

@@ -51,11 +51,13 @@ and ``hidden_seed`` returns the public default, so the instructor's notebook run
 With ``HELPERS_GRADING_LOG`` set (the tests of the lessons), ``record`` appends each case as an
 unsigned JSON line to that file, observed the same way.
 
-The package, by the file's own sections: :mod:`~helpers.grading.markers` (what a case may hold
-beyond plain values), :mod:`~helpers.grading.dependencies` (everything the machinery calls, taken
-once), :mod:`~helpers.grading.observers` and :mod:`~helpers.grading.plaindata` (the two halves of
-the machinery, joined by :mod:`~helpers.grading.machinery`), :mod:`~helpers.grading.sentinel`
-(the sealed recorder); this module holds the recorder's API that the lessons call, and the seal.
+The package, split by the recorder's own sections: :mod:`~helpers.grading.markers` (what a case
+may hold beyond plain values), :mod:`~helpers.grading.dependencies` (everything the machinery
+calls, taken once), :mod:`~helpers.grading.provenance` (where a piece of code comes from),
+:mod:`~helpers.grading.observers` (what the answer called) and :mod:`~helpers.grading.plaindata`
+(its result as plain data, its inputs' digest): the machinery, joined by
+:mod:`~helpers.grading.machinery`; :mod:`~helpers.grading.sentinel` (the sealed recorder). This
+module holds the recorder's API that the lessons call, and the seal.
 """
 
 from __future__ import annotations

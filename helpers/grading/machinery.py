@@ -12,15 +12,18 @@ from __future__ import annotations
 
 from .observers import _observers
 from .plaindata import _plain_data
+from .provenance import _provenance
 
 
 def _machinery(d: dict) -> dict:
-    """The observers (:func:`helpers.grading.observers._observers`) and the converters
-    (:func:`helpers.grading.plaindata._plain_data`), bound to the dependencies ``d``, every
-    function of both counted as the grader's own code. Returns a dict of functions."""
-    observers = _observers(d)
+    """Where code comes from (:func:`helpers.grading.provenance._provenance`), the observers
+    (:func:`helpers.grading.observers._observers`) and the converters
+    (:func:`helpers.grading.plaindata._plain_data`), bound to the dependencies ``d``, the
+    functions of all three counted as the grader's own code. Returns a dict of functions."""
+    where = _provenance(d)
+    observers = _observers(d, where)
     converters = _plain_data(d)
-    observers["add_codes"](*observers.pop("own"), *converters.pop("own"))
+    where["add_codes"](*where.pop("own"), *observers.pop("own"), *converters.pop("own"))
     return {
         "observe": observers["observe"],
         "begin": observers["begin"],
@@ -29,9 +32,9 @@ def _machinery(d: dict) -> dict:
         "fingerprint": converters["fingerprint"],
         "inputs_after": converters["inputs_after"],
         "to_json": converters["to_json"],
-        "add_codes": observers["add_codes"],
-        "kind_of": observers["kind_of"],
-        "attributed_to_user": observers["attributed_to_user"],
+        "add_codes": where["add_codes"],
+        "kind_of": where["kind_of"],
+        "attributed_to_user": where["attributed_to_user"],
         "note": observers["note"],
         "exposed": observers["exposed"],
         "active": observers["active"],
