@@ -49,7 +49,9 @@ def test_model_uses_the_fused_kernels_inside_its_pass(monkeypatch):
     calls = []
     for name in ("layer_norm", "gelu", "scaled_dot_product_attention"):
         real = getattr(F, name)
-        monkeypatch.setattr(F, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+        monkeypatch.setattr(
+            F, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k)
+        )
     torch.manual_seed(0)
     model = TransformerLM(13, 16, 2, 4, max_len=16)
     model(torch.randint(0, 13, (2, 8)))
