@@ -23,6 +23,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from benchmarks.common import ok
+
 #: nanoGPT's CPU "baby GPT" shape
 SHAPE = {"d_model": 128, "n_layers": 4, "n_heads": 4, "block_size": 64, "batch_size": 12}
 LR = 1e-3
@@ -165,8 +167,6 @@ def run_speed(args) -> dict:
 
 
 def render_speed(b: dict) -> list[str]:
-    from benchmarks.common import ok
-
     s = b["shape"]
     return [
         f"nanoGPT's CPU shape: d_model {s['d_model']}, {s['n_layers']} layers, {s['n_heads']} "

@@ -1,5 +1,6 @@
 """The benchmark's own figures (benchmarks/run.py): what its suite row's CPU columns measure."""
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,3 +31,42 @@ def test_suite_row_gives_both_cpu_figures_and_the_busy_share():
     assert "| 50 s | 190 s | 95 % | ok |" in lines[-1]
     old = {"seconds": 100.0, "cpu_s": 50.0, "summary": "ok"}  # a row stored before
     assert "not measured" in run.render_suite({"suites": [{**old, "marker": None}]})[-1]
+
+
+def test_speed_reference_has_the_course_models_shape_and_parameter_count():
+    """The side-by-side row compares like with like: the reference GPT and the course's
+    ``Pretraining`` model at the benchmark's shape hold the same number of parameters."""
+    from benchmarks import speed
+    from helpers.params import count_parameters
+    from helpers.pretrain import Corpus
+
+    corpus = Corpus.from_text(val_tokens=256)
+    s = speed.SHAPE
+    ref = speed.ReferenceGPT(
+        corpus.tokenizer.vocab_size, s["d_model"], s["n_layers"], s["n_heads"], s["block_size"]
+    )
+    course = speed._course_run(corpus, seed=0, eval_every=10**9).model
+    assert count_parameters(ref) == count_parameters(course) > 0
+    assert ref.head.weight is ref.tok.weight  # tied, as the course's
+    tokens = corpus.train_ids[: 2 * (s["block_size"] + 1)].reshape(2, -1)
+    assert abs(float(ref.loss(tokens)) - float(course.loss(tokens))) < 0.5  # both near ln V
+
+
+def test_benchmarks_import_nothing_from_the_tests():
+    import ast
+
+    for path in (Path(__file__).resolve().parent.parent / "benchmarks").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                names = []
+            assert not any(n.startswith(("test_", "tests", "_grading_notebooks")) for n in names), (
+                path.name,
+                names,
+            )
+        on_path = re.search(r"sys\.path\.insert\([^)]*tests", path.read_text())
+        assert not on_path, f"{path.name} puts tests/ on sys.path"
