@@ -96,6 +96,15 @@ def report(stored: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merge_lessons(old: dict, new: dict) -> dict:
+    """The lessons entry after measuring only some lessons (``--lessons``): the new rows, each
+    marked with its date and machine, replace the same lessons' rows; the others stay as they were
+    measured, with the entry's date and machine."""
+    fresh = {r["lesson"]: dict(r, date=new["date"]) for r in new["data"]["lessons"]}
+    rows = [fresh.pop(r["lesson"], r) for r in old["data"]["lessons"]] + list(fresh.values())
+    return dict(old, data=dict(old["data"], lessons=rows))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -157,11 +166,10 @@ def main(argv=None) -> int:
 
     stored = json.loads(args.data.read_text()) if args.data.exists() else {}
     for sec in chosen:
-        stored[sec.name] = {
-            "date": date.today().isoformat(),
-            "machine": machine(),
-            "data": sec.run(args),
-        }
+        entry = {"date": date.today().isoformat(), "machine": machine(), "data": sec.run(args)}
+        if sec.name == "lessons" and args.lessons and sec.name in stored:
+            entry = merge_lessons(stored[sec.name], entry)
+        stored[sec.name] = entry
         args.data.write_text(json.dumps(stored, indent=1) + "\n")  # after each: nothing lost
     text = report(stored)
     if args.out.exists() and KEEP in args.out.read_text():  # hand-written notes survive a rerun

@@ -70,3 +70,34 @@ def test_benchmarks_import_nothing_from_the_tests():
             )
         on_path = re.search(r"sys\.path\.insert\([^)]*tests", path.read_text())
         assert not on_path, f"{path.name} puts tests/ on sys.path"
+
+
+def test_lessons_measured_alone_replace_their_rows_and_keep_the_others():
+    old = {"date": "d0", "machine": "m0", "data": {"lessons": [{"lesson": "a"}, {"lesson": "b"}]}}
+    new = {"date": "d1", "machine": "m1", "data": {"lessons": [{"lesson": "b", "seconds": 1.0}]}}
+    merged = run.merge_lessons(old, new)
+    assert merged["date"] == "d0"
+    assert merged["data"]["lessons"] == [
+        {"lesson": "a"},
+        {"lesson": "b", "seconds": 1.0, "date": "d1"},
+    ]
+
+
+def test_lesson_9_row_reads_the_live_loss_and_word_share_the_notebook_printed():
+    import nbformat
+
+    from benchmarks.lessons import _live_run, render_lessons
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("")
+    printed = "held-out loss: live run 2.250, longer run 1.518\nT = 0.8, 200 characters: live run 15 of 40 words"
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)]
+    nb.cells.append(cell)
+    live = _live_run("09_the_full_model.ipynb", nb)
+    assert live == {"live_loss": 2.25, "live_words": [15, 40]}
+    assert _live_run("08_embeddings.ipynb", nb) == {}
+    row = {"lesson": "09_the_full_model.ipynb", "seconds": 20.0, "cpu_s": 19.0, "kernel_start_s": 1.0,
+           "kernel_start_cpu_s": 1.0, "kernel_mb": 400.0, "cells": [], **live}  # fmt: skip
+    text = "\n".join(render_lessons({"lessons": [row]}))
+    assert "held-out loss 2.250 nats (target <= 2.1) **missed**" in text
+    assert "15 of 40 words of its sample are the text's (38%, target >= one third) met" in text
