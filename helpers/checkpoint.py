@@ -37,15 +37,14 @@ CHECKPOINT_CONFIG = dict(
     eval_every=250, dtype=torch.float32,
 )  # fmt: skip
 CHECKPOINT_PATH = Path(__file__).resolve().parent / "data" / "lesson9_model.pt"
-#: The training settings saved beside the model's config (``dtype`` as its name).
-_TRAINING_KEYS = ("block_size", "batch_size", "lr", "seed")
 
 
 @dataclass
 class Checkpoint:
     """Lesson 9. The shipped run: ``model`` (float64, eval mode), its ``tokenizer``, the
-    ``settings`` it was trained with (its model's config fields and the training settings:
-    ``block_size``, ``batch_size``, ``lr``, ``seed``, ``dtype``), the ``steps`` it ran, and the held-out losses it measured
+    ``settings`` it was trained with (its model's config fields and the run's other
+    :class:`~helpers.pretrain.PretrainConfig` fields: ``block_size``, ``batch_size``, ``lr``,
+    ``seed``, ``dtype`` as a string, ...), the ``steps`` it ran, and the held-out losses it measured
     while training (``val_steps``, ``val_losses``) and the seconds it took."""
 
     model: TransformerLM
@@ -62,12 +61,13 @@ def save_checkpoint(run, path: Path = CHECKPOINT_PATH) -> None:
     its weights in float32 (half the size; exactly what a float32 run trained), its model's
     :class:`~helpers.model.LMConfig` whole (``asdict``), its training settings and its measured
     losses."""
-    from .pretrain import Pretraining
+    from .pretrain import MODEL_FIELDS, Pretraining
 
     if not isinstance(run, Pretraining):
         raise TypeError(f"run must be a helpers.pretrain.Pretraining, got {type(run).__name__}")
     c = run.config
-    settings = {k: getattr(c, k) for k in _TRAINING_KEYS} | {"dtype": str(c.dtype)}
+    settings = {f.name: getattr(c, f.name) for f in fields(c) if f.name not in MODEL_FIELDS}
+    settings["dtype"] = str(c.dtype)  # the run's; the model's fields are in its config
     state = {k: v.detach().to(torch.float32).clone() for k, v in run.model.state_dict().items()}
     buffer = io.BytesIO()
     torch.save(

@@ -28,6 +28,7 @@ from .feedforward import ACTIVATIONS
 from .generation import GenerationMixin
 from .normalization import NORM_PLACEMENTS, NORM_TYPES, LayerNorm, RMSNorm, make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
+from .reproducible import default_dtype
 
 __all__ = [
     "POSITIONAL_KINDS",
@@ -35,7 +36,9 @@ __all__ = [
     "INITS",
     "LMConfig",
     "GPT2_SMALL",
+    "LESSON_MODEL",
     "TransformerLM",
+    "seeded_model",
     "init_weights",
     "coherent_defaults",
     "next_token_loss",
@@ -99,6 +102,16 @@ class LMConfig:
                 f"scheme), got {self.scale_embeddings!r}"
             )
 
+    def keywords(self) -> dict:
+        """The fields a model needs besides its defaults, as :class:`TransformerLM` keywords: the
+        sizes without a default and every field that differs from its default, in field order
+        (``TransformerLM(**config.keywords())`` is ``TransformerLM.from_config(config)``)."""
+        return {
+            f.name: getattr(self, f.name)
+            for f in fields(self)
+            if f.default is MISSING or getattr(self, f.name) != f.default
+        }
+
     def resolved(self) -> LMConfig:
         """The same config with ``init`` and ``scale_embeddings`` filled in from
         :func:`coherent_defaults` where they are None (what the model actually uses)."""
@@ -128,6 +141,14 @@ GPT2_SMALL = LMConfig(
     max_len=1024,
     positional="learned",
 )
+
+
+#: The lessons' own model (lessons 8 and 9): d_model 48, 2 blocks, 4 heads, sinusoidal position,
+#: pre-norm, GELU, tied. Its ``vocab_size`` is the whole shipped text's 65 characters and its
+#: ``max_len`` lesson 9's context of 64; a run on another text or context replaces those two
+#: (``dataclasses.replace(LESSON_MODEL, vocab_size=..., max_len=...)``). Every experiment built
+#: on the lesson model takes its sizes from here.
+LESSON_MODEL = LMConfig(vocab_size=65, d_model=48, n_layers=2, n_heads=4, max_len=64)
 
 
 def next_token_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
@@ -337,3 +358,17 @@ class TransformerLM(nn.Module, GenerationMixin):
             if f.name in _REPR_ALWAYS or f.default is MISSING or value != f.default:
                 shown.append(f"{f.name}={value}")
         return ", ".join(shown)
+
+
+def seeded_model(config: LMConfig, seed: int, dtype: torch.dtype | None = None) -> TransformerLM:
+    """Lessons 4 to 9. ``torch.manual_seed(seed)``, then ``TransformerLM.from_config(config)``
+    under :func:`~helpers.reproducible.default_dtype` (``dtype``: torch.float32 or torch.float64;
+    None: the current default): the same seed and config give the same initial weights, and
+    float64 draws are the same bits on every CPU path. Seeds torch's global generator, as the
+    lessons' runs always have (wrap it in ``torch.random.fork_rng`` to leave that alone)."""
+    if not isinstance(config, LMConfig):
+        raise TypeError(f"config must be a helpers.model.LMConfig, got {type(config).__name__}")
+    seed = check.positive_int("seed", seed, minimum=0)
+    torch.manual_seed(seed)
+    with default_dtype(torch.get_default_dtype() if dtype is None else dtype):
+        return TransformerLM.from_config(config)
