@@ -172,7 +172,9 @@ def render_speed(b: dict) -> list[str]:
         f"nanoGPT's CPU shape: d_model {s['d_model']}, {s['n_layers']} layers, {s['n_heads']} "
         f"heads, context {s['block_size']}, batch {s['batch_size']}, {s['dtype']}, AdamW lr "
         f"{s['lr']:g}, clip 1; {b['threads']} torch thread; {b['steps']} steps each on the same "
-        "batches of tiny-shakespeare, in one run (reference, course, course, reference). "
+        "batches of tiny-shakespeare, in one run (reference, course, course, reference); "
+        "each figure is CPU time per step (this process's, one thread: a busy machine stretches "
+        "wall time, CPU time much less), the reference's the median of its steps. "
         "The course's step with evaluation is its default loop (the held-out loss, 8,192 "
         f"predictions, every 50 steps; one evaluation takes {b['eval_s']:.2f} s).",
         "",
