@@ -23,6 +23,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from . import _validate as check
 from .positional import alibi_bias, apply_rotary
@@ -139,6 +140,18 @@ def scaled_dot_product_attention(q, k, v, causal: bool = False, bias=None):
     return weights @ v, weights  # [..., n, d_v], [..., n, m]
 
 
+def _fused_attention(q, k, v, causal: bool, bias) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d_k) + bias) v`` by torch's fused kernel, on checked inputs:
+    the causal mask as ``is_causal`` (or, with a bias, -inf above the diagonal of the bias)."""
+    if bias is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    if causal:
+        n, m = bias.shape[-2:]
+        future = torch.ones(n, m, dtype=torch.bool, device=q.device).triu(1)  # [n, m], j > i
+        bias = bias.masked_fill(future, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
 class MultiHeadAttention(nn.Module):
     """Lesson 7 (used in lesson 4 without position: C4.1 unmasked, C4.9 causal). Multi-head
     self-attention.
@@ -197,9 +210,22 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.n_heads, self.d_head).transpose(1, 2)  # [B, h, n, d_head]
 
+    #: Inside a model's pass (:func:`helpers._validate.model_pass`) attention is computed by
+    #: torch's fused ``F.scaled_dot_product_attention`` and the weights are not formed, so
+    #: ``last_weights`` is None; set ``keep_weights = True`` (on the module or the class) to
+    #: compute them from the formula there too. Called on its own the layer always keeps them.
+    keep_weights = False
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
-        check.floating_like("x", x, self.q_proj.weight.dtype)
+        """x [batch, n, d_model] -> [batch, n, d_model]. Called on its own: checks x, computes
+        ``softmax(q k^T / sqrt(d_k) + bias) v`` from the formula and keeps the weights. Inside a
+        model's pass (checked at its entry): torch's fused attention, with ``is_causal`` for the
+        causal mask, ALiBi's bias (masked) as ``attn_mask``, rotary applied to q and k before it;
+        the explicit weights only if ``keep_weights``."""
+        fused = not check.checking() and not self.keep_weights
+        if check.checking():
+            check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+            check.floating_like("x", x, self.q_proj.weight.dtype)
         b, n, d = x.shape
         q = self._split(self.q_proj(x))  # [B, h, n, d_head]
         k = self._split(self.k_proj(x))  # [B, h, n, d_head]
@@ -210,8 +236,12 @@ class MultiHeadAttention(nn.Module):
             k = apply_rotary(k, base=self.rotary_base)  # [B, h, n, d_head]
         elif self.positional == "alibi":  # C4.8: -m_h |p - q| on head h's scores
             bias = alibi_bias(self.n_heads, n, dtype=q.dtype, device=q.device)  # [h, n, n]
-        out, weights = scaled_dot_product_attention(q, k, v, self.causal, bias)  # [B, h, n, d_head]
-        self.last_weights = weights.detach()  # [B, h, n, n]
+        if fused:
+            out = _fused_attention(q, k, v, self.causal, bias)  # [B, h, n, d_head]
+            self.last_weights = None
+        else:
+            out, weights = scaled_dot_product_attention(q, k, v, self.causal, bias)
+            self.last_weights = weights.detach()  # [B, h, n, n]
         out = out.transpose(1, 2).reshape(b, n, d)  # [B, n, d_model]: heads concatenated
         return self.out_proj(out)  # [B, n, d_model]
 

@@ -90,10 +90,12 @@ class TransformerBlock(nn.Module):
         return self.ffn.sublayer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
-        check.floating_like("x", x, self.attention.q_proj.weight.dtype)
-        x = self.attn(x)  # [B, n, d]: attention mixes positions, residual adds it to the stream
-        x = self.ffn(x)  # [B, n, d]: the feed-forward reshapes each position on its own
+        if check.checking():  # the block's entry; its layers run without re-checking, fused
+            check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+            check.floating_like("x", x, self.attention.q_proj.weight.dtype)
+        with check.model_pass():
+            x = self.attn(x)  # [B, n, d]: attention mixes positions, residual adds it to the stream
+            x = self.ffn(x)  # [B, n, d]: the feed-forward reshapes each position on its own
         return x
 
 

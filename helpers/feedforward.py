@@ -27,6 +27,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from . import _validate as check
 
@@ -107,6 +108,12 @@ def ffn_parameter_count(
 
 
 _ACT_FN = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}
+#: The same activations as torch's fused kernels, used inside a model's pass (checks skipped).
+_FUSED_FN = {
+    "relu": lambda x: F.relu(x),
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
 
 
 def _explicit_hidden(d_hidden, activation: str) -> int | None:
@@ -167,6 +174,11 @@ class FeedForward(nn.Module):
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """The activated hidden layer, [..., d_hidden]."""
+        if not check.checking():  # inside a model's pass: checked at its entry, fused kernels
+            if self.activation == "swiglu":
+                return F.silu(self.w1(x)) * self.w3(x)  # [..., d_hidden]
+            act = _FUSED_FN.get(self.activation) or _ACT_FN[self.activation]
+            return act(self.w1(x))  # [..., d_hidden]
         _check_input(x, self.d_model, self.w1.weight.dtype)
         if self.activation == "swiglu":
             return silu(self.w1(x)) * self.w3(x)  # [..., d_hidden]

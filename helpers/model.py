@@ -354,11 +354,13 @@ class TransformerLM(nn.Module, GenerationMixin):
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """Token embeddings plus position: h_0, [B, n, d_model]."""
-        check.token_ids("tokens", tokens, self.config.vocab_size)
+        if check.checking():  # not again inside loss(), which checked them
+            check.token_ids("tokens", tokens, self.config.vocab_size)
         h = self.token_embedding(tokens)  # [B, n, d]: row lookup in W_E
         if self.scale_embeddings:
             h = h * math.sqrt(self.config.d_model)
-        return self.position(h)  # [B, n, d]: position added once, before the first block (or not)
+        with check.model_pass():  # the position module does not re-check h
+            return self.position(h)  # [B, n, d]: added once, before the first block (or not)
 
     def forward(self, tokens: torch.Tensor, return_hidden: bool = False):
         """tokens [B, n] (ids) -> logits [B, n, vocab_size].
@@ -366,12 +368,13 @@ class TransformerLM(nn.Module, GenerationMixin):
         With ``return_hidden=True`` returns ``(logits, hidden)`` where ``hidden`` is the list
         [h_0, h_1, ..., h_L] of residual-stream states (C7.3).
         """
-        h = self.embed(tokens)  # [B, n, d]
+        h = self.embed(tokens)  # [B, n, d]: the tokens are checked here, once
         hidden = [h]
-        for block in self.blocks:
-            h = block(h)  # [B, n, d] -> [B, n, d]
-            hidden.append(h)
-        logits = self.lm_head(self.final_norm(h))  # [B, n, vocab_size]
+        with check.model_pass():  # the layers do not re-check, and use torch's fused kernels
+            for block in self.blocks:
+                h = block(h)  # [B, n, d] -> [B, n, d]
+                hidden.append(h)
+            logits = self.lm_head(self.final_norm(h))  # [B, n, vocab_size]
         return (logits, hidden) if return_hidden else logits
 
     def loss(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -380,7 +383,8 @@ class TransformerLM(nn.Module, GenerationMixin):
         tokens: [B, n] ids with n >= 2 (n - 1 predictions per row).
         """
         check.token_ids("tokens", tokens, self.config.vocab_size)
-        return next_token_loss(self, tokens)
+        with check.model_pass():  # checked once, here
+            return next_token_loss(self, tokens)
 
     def extra_repr(self) -> str:
         shown = []

@@ -301,7 +301,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         return self.pe[offset : offset + n]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        if check.checking():  # not inside a model's pass: the model made x itself
+            check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
         if not x.is_floating_point():  # PE cast to an integer dtype would be truncated to 0, 1, -1
             raise TypeError(
                 f"x must hold floating-point embeddings (torch.float32), got dtype {x.dtype}"
@@ -359,7 +360,8 @@ class LearnedPositionalEmbedding(nn.Module):
         return self.table(positions)  # [n, d_model]
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+        if check.checking():  # not inside a model's pass: the model made x itself
+            check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
         return x + self.encoding(x.shape[1], offset)  # [B, n, d] + [n, d]
 
     def extra_repr(self) -> str:
