@@ -1160,6 +1160,23 @@ def test_C4_7_the_tool_rerun_at_one_seed_agrees_with_the_shipped_seeds(tmp_path)
             assert loss == pytest.approx(shipped.results[kind][0]["losses"][n], abs=1e-9)
 
 
+@pytest.mark.slow
+def test_C4_7_the_shipped_rotary_runs_turn_the_way_apply_rotary_turns_today(tmp_path):
+    """The rotary rows of lesson4_length.json were trained with RoFormer's direction (the one
+    helpers.apply_rotary has): seed 0 run again (float64, one thread) equals the shipped seed 0 to
+    1e-9; a run turning the other way is another draw and differs by about 0.01 or more."""
+    from helpers.length import LENGTH_RESULTS_SCHEMA, LENGTH_RUNS, LENGTH_SETTINGS_SCHEMA
+    from helpers.shipped import load_results
+    from tools import length_runs
+
+    assert length_runs.main(["--kinds", "rotary", "--seeds", "0", "--out", str(tmp_path)]) == 0
+    fresh = load_results(LENGTH_RUNS, LENGTH_SETTINGS_SCHEMA, LENGTH_RESULTS_SCHEMA, tmp_path)
+    (run,) = fresh.results["rotary"]
+    shipped = load_length_runs().results["rotary"][0]
+    for n, loss in run["losses"].items():
+        assert loss == pytest.approx(shipped["losses"][n], abs=1e-9), n
+
+
 def test_C4_7_length_experiment_holds_init_fixed_and_refuses_bad_arguments():
     settings, results = length_experiment(
         ["sinusoidal", "rotary"], [0], steps=2, d_model=16, n_layers=1, n_heads=2, lengths=[16, 32]
