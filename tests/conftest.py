@@ -20,6 +20,17 @@ def _seed_and_close_figures():
     plt.close("all")
 
 
+@pytest.fixture
+def one_thread():
+    """One torch thread during the test: tiny tensors run faster, and reproducibly, on one thread
+    than on several on a busy machine. A file of such tests: ``pytestmark =
+    pytest.mark.usefixtures("one_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def playwright_driver():
     """One Playwright driver per test process, shared by every test that drives Chromium
