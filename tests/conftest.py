@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from _browsers import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - tests/ is on sys.path
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +35,7 @@ def one_thread():
 @pytest.fixture(scope="session")
 def playwright_driver():
     """One Playwright driver per test process, shared by every test that drives Chromium
-    (test_browser.py, test_site_course.py, test_classroom.py): Playwright's sync API refuses a
+    (the ``chromium`` fixture below, test_classroom.py): Playwright's sync API refuses a
     second driver while one is running in the same process (its event loop is already on)."""
     sync_api = pytest.importorskip("playwright.sync_api")
     driver = sync_api.sync_playwright().start()
@@ -42,6 +43,23 @@ def playwright_driver():
         yield driver
     finally:
         driver.stop()
+
+
+@pytest.fixture(scope="session")
+def chromium(playwright_driver):
+    """One headless Debian Chromium per test process, for every test that opens a page
+    (test_browser.py, test_site_course.py, test_grading_browser_feedback.py): each opens its own
+    context (``chromium.new_context()`` or ``chromium.new_page()``, whose page has a context of its
+    own) and closes it; none closes the browser. Skipped, saying why, without /usr/bin/chromium."""
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's Chromium at /usr/bin/chromium (apt-get install chromium)")
+    browser = playwright_driver.chromium.launch(
+        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
+    )
+    try:
+        yield browser
+    finally:
+        browser.close()
 
 
 @pytest.fixture
