@@ -2,6 +2,11 @@
 
 How the suite is spread over pytest-xdist's workers is in the repository's root conftest.py."""
 
+import os
+import shutil
+import sys
+from pathlib import Path
+
 import matplotlib
 
 # Agg for this process only: not through MPLBACKEND, which nbval's kernels would inherit (their
@@ -12,6 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from _browsers import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - tests/ is on sys.path
+from _installs import STUDENT_PACKAGES, run_ok  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(autouse=True)
@@ -69,3 +77,54 @@ def no_open_figures():
     yield
     leaked = set(plt.get_fignums()) - before
     assert not leaked, f"figures left open: {sorted(leaked)}"
+
+
+# --- the course installed from its wheel (test_installed_course.py, test_colab_cell.py) ----------
+@pytest.fixture(scope="session")
+def outside(tmp_path_factory) -> Path:
+    """An empty folder outside the repository: nothing of the checkout is importable from it."""
+    return tmp_path_factory.mktemp("outside")
+
+
+@pytest.fixture(scope="session")
+def student_env() -> dict:
+    """The environment of a student's fresh Python: this run's, less what points into it."""
+    drop = ("PYTHONPATH", "MPLBACKEND", "VIRTUAL_ENV")
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+@pytest.fixture(scope="session")
+def course_wheel(tmp_path_factory, outside) -> Path:
+    """The project's wheel (``pip wheel --no-deps --no-build-isolation``), built once per test
+    process for every test that installs the course."""
+    wheels = tmp_path_factory.mktemp("wheels")
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+    run_ok([*pip, "-w", str(wheels), str(ROOT)], cwd=outside)
+    (wheel,) = wheels.glob("transformer_block_course-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="session")
+def _student_venv(tmp_path_factory, outside, student_env) -> Path:
+    venv = tmp_path_factory.mktemp("student") / "venv"
+    run_ok([sys.executable, "-m", "venv", str(venv)])
+    run_ok(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *STUDENT_PACKAGES],
+        env=student_env,
+        cwd=outside,
+    )
+    return venv
+
+
+@pytest.fixture
+def student_venv(_student_venv, tmp_path) -> Path:
+    """A fresh virtual environment of a student (STUDENT_PACKAGES, no course), this test's own.
+
+    Made once per test process and given to each test as a copy of its own whose files are hard
+    links (seconds, not a torch install a test): pip and Python replace or remove a file, never
+    write into one, so what a test installs never reaches the next test's copy. Python finds a
+    venv by the ``pyvenv.cfg`` beside its ``bin/`` (not by the path it was made at); run it as
+    ``VENV/bin/python -m ...`` (the console scripts' first lines name the first venv)."""
+    venv = tmp_path / "venv"
+    shutil.copytree(_student_venv, venv, symlinks=True, copy_function=os.link)
+    return venv
