@@ -49,6 +49,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from .student_t import two_sided_quantile
+
 __all__ = [
     "MIN_SEEDS",
     "LEVEL",
@@ -124,70 +126,11 @@ def paired_differences(base: Sequence[float], other: Sequence[float]) -> list[fl
     return [y - x for x, y in zip(a, b, strict=True)]
 
 
-# -- Student's t ------------------------------------------------------------------------------
-def _betacf(a: float, b: float, x: float) -> float:
-    # the continued fraction of the incomplete beta function (modified Lentz)
-    tiny = 1e-300
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        h *= d * c
-        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        d = 1.0 + aa * d
-        d = 1.0 / (d if abs(d) > tiny else tiny)
-        c = 1.0 + aa / c
-        c = c if abs(c) > tiny else tiny
-        delta = d * c
-        h *= delta
-        if abs(delta - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    front = math.exp(lbeta + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def _t_two_sided_tail(t: float, df: int) -> float:
-    """P(|T| > t) for Student's t with ``df`` degrees of freedom."""
-    return _betainc(df / 2.0, 0.5, df / (df + t * t))
-
-
-@lru_cache(maxsize=256)
-def _t_quantile(df: int, level: float) -> float:
-    lo, hi = 0.0, 1.0
-    while _t_two_sided_tail(hi, df) > level:
-        hi *= 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if _t_two_sided_tail(mid, df) > level:
-            lo = mid
-        else:
-            hi = mid
-    return 0.5 * (lo + hi)
-
-
 def t_quantile(n: int, level: float = LEVEL) -> float:
     """Lessons 5, 8 and 9. The rule's threshold in standard errors at ``n`` seeds: the c with
     P(|T| > c) = ``level`` for Student's t with n - 1 degrees of freedom (2.776 at 5 seeds and
     level 0.05, 2.365 at 8)."""
-    return _t_quantile(_n(n) - 1, _level(level))
+    return two_sided_quantile(_n(n) - 1, _level(level))
 
 
 # -- the rule's rates, by simulation ----------------------------------------------------------
@@ -227,7 +170,7 @@ def null_rate(n: int, level: float = LEVEL, sample=None, draws: int = 400_000) -
 @lru_cache(maxsize=64)
 def _null_rate(n: int, level: float, sample: tuple | None, draws: int) -> float:
     g = np.random.default_rng(20240)
-    c = _t_quantile(n - 1, level)
+    c = two_sided_quantile(n - 1, level)
     hits, done = 0, 0
     while done < draws:
         m = min(100_000, draws - done)
@@ -251,7 +194,7 @@ def two_look_rate(n1: int, n2: int, level: float = TWO_LOOK_LEVEL, draws: int = 
 @lru_cache(maxsize=16)
 def _two_look_rate(n1: int, n2: int, level: float, draws: int) -> float:
     g = np.random.default_rng(20241)
-    c1, c2 = _t_quantile(n1 - 1, level), _t_quantile(n2 - 1, level)
+    c1, c2 = two_sided_quantile(n1 - 1, level), two_sided_quantile(n2 - 1, level)
     hits, done = 0, 0
     while done < draws:
         m = min(100_000, draws - done)
@@ -272,7 +215,7 @@ def _power(n: int, level: float, effect: float) -> float:
     # P(|T'| > c), T' noncentral t with n - 1 df and noncentrality effect * sqrt(n), effect in
     # sd units: the integral over the chi-square of the sd estimate, by the trapezoid rule
     df = n - 1
-    c = _t_quantile(df, level)
+    c = two_sided_quantile(df, level)
     lam = effect * math.sqrt(n)
     hi = df + 12.0 * math.sqrt(2.0 * df) + 20.0
     v = np.linspace(1e-9, hi, 1201)
@@ -391,7 +334,7 @@ def decide(differences: Sequence[float], level: float = LEVEL) -> Verdict:
     mean = sum(d) / n
     sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
     se = sd / math.sqrt(n)
-    c = _t_quantile(n - 1, level)
+    c = two_sided_quantile(n - 1, level)
     beyond = abs(mean) > c * se and mean != 0
     sign = (1 if mean > 0 else -1) if beyond else 0
     return Verdict(tuple(d), mean, se, c, level, sign)

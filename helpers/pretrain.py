@@ -29,19 +29,19 @@ the curves.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 
 from . import _validate as check
-from .model import INITS, TransformerLM
-from .reproducible import default_dtype
+from .model import LESSON_MODEL, LMConfig, seeded_model
 from .text import CharTokenizer, load_text, ngram_loss, split_ids
-from .training import TrainingRun
+from .training import LESSON_TRAINING, TrainingRun
 
 __all__ = [
     "Corpus",
     "PretrainConfig",
+    "MODEL_FIELDS",
     "LESSON_CONFIG",
     "Pretraining",
     "pretrain",
@@ -118,53 +118,63 @@ class Corpus:
 @dataclass(frozen=True)
 class PretrainConfig:
     """Lesson 9. Everything a :class:`Pretraining` run depends on besides the text and the number
-    of steps. The model options (``positional``, ``norm``, ``activation``, ``tie_weights``) are
-    :class:`TransformerLM`'s; ``init`` and ``scale_embeddings`` default (None) to its coherent
-    defaults for the position scheme (C8.6); ``block_size`` is the training context, and the
-    model's ``max_len``. ``seed`` seeds the batches and, unless ``init_seed`` is given, the
-    initial weights (C9.3's A/A runs keep the batches and change the weights)."""
+    of steps. The model is :meth:`model_config`: :data:`helpers.model.LESSON_MODEL` with the
+    text's vocabulary, ``max_len = block_size`` (the training context) and the fields here that
+    are :class:`~helpers.model.LMConfig`'s (sizes and options, whose defaults are the lesson
+    model's and are checked by LMConfig; ``init`` and ``scale_embeddings`` None are the coherent
+    defaults for the position scheme, C8.6). They are flat keywords here because they are the
+    lesson's ``Pretraining(d_model=..., positional=...)`` and the shape of the shipped results;
+    an LMConfig field not among them stays the lesson model's. ``batch_size`` and ``lr`` default
+    to :data:`helpers.training.LESSON_TRAINING`. ``seed`` seeds the batches and, unless
+    ``init_seed`` is given, the initial weights (C9.3's A/A runs keep the batches and change the
+    weights)."""
 
-    d_model: int = 48
-    n_layers: int = 2
-    n_heads: int = 4
-    block_size: int = 64
-    batch_size: int = 16
-    lr: float = 5e-3
+    d_model: int = LESSON_MODEL.d_model
+    n_layers: int = LESSON_MODEL.n_layers
+    n_heads: int = LESSON_MODEL.n_heads
+    block_size: int = LESSON_MODEL.max_len
+    batch_size: int = LESSON_TRAINING.batch_size
+    lr: float = LESSON_TRAINING.lr
     seed: int = 0
     eval_every: int = 50
-    positional: str = "sinusoidal"
-    norm: str = "pre"
-    activation: str = "gelu"
-    tie_weights: bool = True
+    positional: str = LESSON_MODEL.positional
+    norm: str = LESSON_MODEL.norm
+    activation: str = LESSON_MODEL.activation
+    tie_weights: bool = LESSON_MODEL.tie_weights
     dtype: torch.dtype = torch.float64
-    init: str | None = None
-    scale_embeddings: bool | None = None
+    init: str | None = LESSON_MODEL.init
+    scale_embeddings: bool | None = LESSON_MODEL.scale_embeddings
     init_seed: int | None = None
 
     def __post_init__(self):
-        for name in ("d_model", "n_layers", "n_heads", "batch_size", "eval_every"):
+        for name in ("batch_size", "eval_every"):
             check.positive_int(name, getattr(self, name))
         check.positive_int("block_size", self.block_size, minimum=2)
         check.positive_int("seed", self.seed, minimum=0)
         check.positive_float("lr", self.lr)
-        if not isinstance(self.tie_weights, bool):
-            raise TypeError(f"tie_weights must be True or False, got {self.tie_weights!r}")
         if self.dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {self.dtype!r}")
-        if self.init is not None:
-            check.choice("init", self.init, INITS)
-        if self.scale_embeddings is not None and not isinstance(self.scale_embeddings, bool):
-            raise TypeError(
-                f"scale_embeddings must be True, False or None (the default for the position "
-                f"scheme), got {self.scale_embeddings!r}"
-            )
         if self.init_seed is not None:
             check.positive_int("init_seed", self.init_seed, minimum=0)
+        self.model_config(LESSON_MODEL.vocab_size)  # LMConfig checks the model's fields
+
+    def model_config(self, vocab_size: int) -> LMConfig:
+        """Lesson 9. The :class:`~helpers.model.LMConfig` of this run's model for a text of
+        ``vocab_size`` characters."""
+        return replace(
+            LESSON_MODEL, vocab_size=vocab_size, max_len=self.block_size, **self.model_options()
+        )
 
     def model_options(self) -> dict:
-        """The :class:`TransformerLM` options (those left None take the model's own defaults)."""
-        keys = ("positional", "norm", "activation", "tie_weights", "init", "scale_embeddings")
-        return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
+        """The fields of this config that are :class:`~helpers.model.LMConfig`'s, by name."""
+        return {k: getattr(self, k) for k in MODEL_FIELDS}
+
+
+#: The fields of :class:`PretrainConfig` that are the model's (:class:`~helpers.model.LMConfig`
+#: fields), in PretrainConfig's order.
+MODEL_FIELDS = tuple(
+    f.name for f in fields(PretrainConfig) if f.name in {g.name for g in fields(LMConfig)}
+)
 
 
 #: The lesson's run (C9.1): chosen by measurement on a 2-core machine, one thread, float64, where
@@ -260,16 +270,8 @@ class Pretraining(TrainingRun):
                 f"({len(corpus.val_ids)}): give the Corpus more val_tokens"
             )
         with torch.random.fork_rng(devices=[]):  # the caller's random state is left alone
-            torch.manual_seed(c.seed if c.init_seed is None else c.init_seed)
-            with default_dtype(c.dtype):
-                model = TransformerLM(
-                    corpus.tokenizer.vocab_size,
-                    c.d_model,
-                    c.n_layers,
-                    c.n_heads,
-                    max_len=c.block_size,
-                    **c.model_options(),
-                )
+            seed = c.seed if c.init_seed is None else c.init_seed
+            model = seeded_model(c.model_config(corpus.tokenizer.vocab_size), seed, c.dtype)
         model.to(self.device)  # built on the CPU: the same initial weights on every device
         super().__init__(
             model,

@@ -22,18 +22,21 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import nn
 
 from . import _validate as check
-from .model import TransformerLM
+from .batches import evaluate, get_batch
+from .model import LESSON_MODEL, LMConfig, TransformerLM, seeded_model
 from .params import count_parameters
 from .progress import PROGRESS, make_progress
 from .reproducible import default_dtype, one_thread
+from .schedules import SCHEDULES, Schedule
 
-# The text and its tokenizer live in helpers.text; importable from here too, as before.
+# The text and its tokenizer live in helpers.text, a step's windows and the held-out loss in
+# helpers.batches, the learning-rate schedules in helpers.schedules; importable from here too.
 from .text import TEXTS, CharTokenizer, load_text, ngram_loss, split_ids
 
 __all__ = [
@@ -46,6 +49,7 @@ __all__ = [
     "train_lm",
     "train_char_model",
     "compare_tying",
+    "LESSON_TRAINING",
     # from helpers.text and helpers.reproducible, importable from here as before
     "TEXTS",
     "load_text",
@@ -55,89 +59,19 @@ __all__ = [
     "default_dtype",
 ]
 
-#: The learning-rate schedules :class:`Schedule` knows.
-SCHEDULES = ("constant", "warmup")
-
 
 @dataclass(frozen=True)
-class Schedule:
-    """The learning rate of each step, ``lr_t = lr * s(t)`` for the steps t = 0, 1, 2, ...
+class TrainingDefaults:
+    """Lessons 8 and 9. The lesson model's training settings: ``batch_size`` windows per step,
+    AdamW at the rate ``lr`` (the lesson model's sizes are :data:`helpers.model.LESSON_MODEL`)."""
 
-    ``Schedule()`` (``kind="constant"``): s(t) = 1, the rate of lessons 4, 8 and 9.
-    ``Schedule("warmup", warmup_steps)``: s(t) = min(1, (t + 1) / warmup_steps), a linear ramp
-    from ``lr / warmup_steps`` at step 0 to ``lr`` at step ``warmup_steps - 1``, then constant
-    (lesson 5, C5.7; :func:`helpers.warmup.warmup_lr`); ``warmup_steps=0`` is the constant rate.
-    A new kind is one more name in :data:`SCHEDULES` and one more case in :meth:`lr`.
-    """
-
-    kind: str = "constant"
-    warmup_steps: int = 0
-
-    def __post_init__(self):
-        check.choice("kind", self.kind, SCHEDULES)
-        check.positive_int("warmup_steps", self.warmup_steps, minimum=0)
-        if self.kind == "constant" and self.warmup_steps != 0:
-            raise ValueError(
-                f"warmup_steps is for kind='warmup'; a constant schedule has none, got "
-                f"warmup_steps={self.warmup_steps}"
-            )
-
-    def lr(self, step: int, lr: float) -> float:
-        """The learning rate of step ``step`` (0-based) for the base rate ``lr``."""
-        if self.kind == "warmup" and self.warmup_steps > 0:
-            return lr * min(1.0, (step + 1) / self.warmup_steps)
-        return lr
+    batch_size: int
+    lr: float
 
 
-def get_batch(
-    ids: torch.Tensor, batch_size: int, block_size: int, generator: torch.Generator
-) -> torch.Tensor:
-    """Lesson 8. ``batch_size`` random windows of ``block_size + 1`` consecutive ids, [B, block_size+1].
-
-    The model reads the first ``block_size`` of each window and predicts the last ``block_size``
-    (:meth:`TransformerLM.loss` shifts by one). Start positions are drawn from ``generator``, so a
-    seeded generator gives the same batches every run.
-    """
-    check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
-    batch_size = check.positive_int("batch_size", batch_size)
-    block_size = check.positive_int("block_size", block_size)
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(
-            "generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0), "
-            f"got {type(generator).__name__}"
-        )
-    if len(ids) < block_size + 1:
-        raise ValueError(
-            f"block_size={block_size} needs at least {block_size + 1} ids, got {len(ids)}"
-        )
-    starts = torch.randint(0, len(ids) - block_size, (batch_size,), generator=generator)  # [B]
-    return torch.stack([ids[s : s + block_size + 1] for s in starts.tolist()])  # [B, block+1]
-
-
-@torch.no_grad()
-def evaluate(
-    model: TransformerLM, ids: torch.Tensor, block_size: int, batch_size: int = 32
-) -> float:
-    """Lesson 8. Mean next-token loss over consecutive, non-overlapping windows of ``ids``
-    (the same windows every call: no randomness)."""
-    if not isinstance(model, TransformerLM):
-        raise TypeError(f"model must be a TransformerLM, got {type(model).__name__}")
-    check.tensor("ids", ids, ndim=1, layout="[n_tokens]")
-    block_size = check.positive_int("block_size", block_size)
-    batch_size = check.positive_int("batch_size", batch_size)
-    n_windows = (len(ids) - 1) // block_size
-    if n_windows < 1:
-        raise ValueError(f"ids is too short ({len(ids)}) for one window of block_size={block_size}")
-    windows = torch.stack(
-        [ids[i * block_size : i * block_size + block_size + 1] for i in range(n_windows)]
-    )  # [n_windows, block+1]
-    was_training = model.training
-    model.eval()
-    total = 0.0
-    for chunk in windows.split(batch_size):
-        total += float(model.loss(chunk)) * len(chunk)
-    model.train(was_training)
-    return total / n_windows
+#: How the lesson model (:data:`helpers.model.LESSON_MODEL`) is trained in lessons 8 and 9:
+#: batches of 16, AdamW at 5e-3; every run of the lesson model takes them from here.
+LESSON_TRAINING = TrainingDefaults(batch_size=16, lr=5e-3)
 
 
 @dataclass
@@ -391,19 +325,24 @@ def train_lm(
     return run.train(steps).result
 
 
-#: What :func:`train_char_model` passes on to :class:`TransformerLM` besides the sizes.
-MODEL_OPTIONS = ("positional", "norm", "activation", "tie_weights", "init", "scale_embeddings")
+#: What :func:`train_char_model` passes on to :class:`TransformerLM` besides what it sets itself
+#: (the text's vocabulary, the sizes it takes, the context): every other field of LMConfig.
+MODEL_OPTIONS = tuple(
+    f.name
+    for f in fields(LMConfig)
+    if f.name not in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len")
+)
 
 
 def train_char_model(
     text: str | None = None,
-    d_model: int = 48,
-    n_layers: int = 2,
-    n_heads: int = 4,
+    d_model: int = LESSON_MODEL.d_model,
+    n_layers: int = LESSON_MODEL.n_layers,
+    n_heads: int = LESSON_MODEL.n_heads,
     steps: int = 250,
-    batch_size: int = 16,
+    batch_size: int = LESSON_TRAINING.batch_size,
     block_size: int = 32,
-    lr: float = 5e-3,
+    lr: float = LESSON_TRAINING.lr,
     seed: int = 0,
     dtype: torch.dtype | None = None,
     eval_every: int | None = None,
@@ -412,8 +351,10 @@ def train_char_model(
     """Lesson 8 (C8.5, C8.6). Build a character-level :class:`TransformerLM` for ``text``
     (default: the shipped text, last 10% held out) after ``torch.manual_seed(seed)``, in
     ``dtype`` if given (:func:`default_dtype`: float64 from the first random draw), and train it
-    with :func:`train_lm`. ``model_options`` go to the model: ``positional``, ``norm``,
-    ``activation``, ``tie_weights``, ``init``, ``scale_embeddings`` (their defaults are the
+    with :func:`train_lm`. The model is :data:`helpers.model.LESSON_MODEL` with the text's
+    vocabulary, these sizes and ``max_len=block_size``; ``model_options`` are its other
+    :class:`~helpers.model.LMConfig` fields (:data:`MODEL_OPTIONS`: ``positional``, ``norm``,
+    ``activation``, ``tie_weights``, ``init``, ``scale_embeddings``, ...; their defaults are the
     model's, see :func:`helpers.model.coherent_defaults`). Returns the :class:`TrainResult`.
     """
     unknown = sorted(set(model_options) - set(MODEL_OPTIONS))
@@ -432,11 +373,11 @@ def train_char_model(
     tokenizer = CharTokenizer(text)
     train_ids, val_ids = split_ids(tokenizer.encode(text))
     seed = check.positive_int("seed", seed, minimum=0)
-    torch.manual_seed(seed)
-    with default_dtype(torch.get_default_dtype() if dtype is None else dtype):
-        model = TransformerLM(
-            tokenizer.vocab_size, d_model, n_layers, n_heads, max_len=block_size, **model_options
-        )
+    config = replace(
+        LESSON_MODEL, vocab_size=tokenizer.vocab_size, d_model=d_model, n_layers=n_layers,
+        n_heads=n_heads, max_len=block_size, **model_options,
+    )  # fmt: skip
+    model = seeded_model(config, seed, dtype)
     return train_lm(
         model,
         train_ids,
@@ -453,13 +394,13 @@ def train_char_model(
 
 def compare_tying(
     text: str | None = None,
-    d_model: int = 48,
-    n_layers: int = 2,
-    n_heads: int = 4,
+    d_model: int = LESSON_MODEL.d_model,
+    n_layers: int = LESSON_MODEL.n_layers,
+    n_heads: int = LESSON_MODEL.n_heads,
     steps: int = 250,
-    batch_size: int = 16,
+    batch_size: int = LESSON_TRAINING.batch_size,
     block_size: int = 32,
-    lr: float = 5e-3,
+    lr: float = LESSON_TRAINING.lr,
     seed: int = 0,
     dtype: torch.dtype | None = None,
     eval_every: int | None = None,

@@ -24,13 +24,14 @@ alarm: that is how often the rule's verdicts are wrong when there is nothing to 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from . import _validate as check
-from .model import TransformerLM
-from .reproducible import default_dtype
+from .model import LESSON_MODEL, seeded_model
 from .text import CharTokenizer, load_text, split_ids
-from .training import TrainResult, train_lm
+from .training import LESSON_TRAINING, TrainResult, train_lm
 
 __all__ = [
     "NAME",
@@ -46,15 +47,16 @@ __all__ = [
 #: The file's name: ``helpers/data/tying_runs.json``, written by ``tools/tying_runs.py``.
 NAME = "tying_runs"
 
-#: The settings, fixed before the runs (the lesson's own model and loop; more seeds and steps).
+#: The settings, fixed before the runs (the lesson's own model and loop, :data:`helpers.model.
+#: LESSON_MODEL` and :data:`helpers.training.LESSON_TRAINING`; more seeds and steps).
 SETTINGS = {
     "text": "tiny_shakespeare",
-    "d_model": 48,
-    "n_layers": 2,
-    "n_heads": 4,
-    "batch_size": 16,
+    "d_model": LESSON_MODEL.d_model,
+    "n_layers": LESSON_MODEL.n_layers,
+    "n_heads": LESSON_MODEL.n_heads,
+    "batch_size": LESSON_TRAINING.batch_size,
     "block_size": 32,
-    "lr": 5e-3,
+    "lr": LESSON_TRAINING.lr,
     "clip_norm": 1.0,
     "dtype": "float64",
     "eval_every": 25,
@@ -120,16 +122,12 @@ def run_arm(
     text = load_text(s["text"])
     tokenizer = CharTokenizer(text)
     train_ids, val_ids = split_ids(tokenizer.encode(text))
-    torch.manual_seed(seed + (s["aa_init_offset"] if other_draw else 0))
-    with default_dtype(torch.float64):
-        model = TransformerLM(
-            tokenizer.vocab_size,
-            s["d_model"],
-            s["n_layers"],
-            s["n_heads"],
-            max_len=s["block_size"],
-            **options,
-        )
+    sizes = {k: s[k] for k in ("d_model", "n_layers", "n_heads")}
+    config = replace(
+        LESSON_MODEL, vocab_size=tokenizer.vocab_size, max_len=s["block_size"], **sizes, **options
+    )
+    init_seed = seed + (s["aa_init_offset"] if other_draw else 0)
+    model = seeded_model(config, init_seed, torch.float64)
     return train_lm(
         model,
         train_ids,

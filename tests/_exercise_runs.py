@@ -37,6 +37,13 @@ EXTRA = {
 }
 
 
+#: Code cells of a lesson that its exercise cells build on (a class the solution subclasses), run
+#: after the first cell: each named by how its source begins.
+EXTRA_CELLS = {
+    "07_stacking_blocks.ipynb": ("class ColleagueBlock",),
+}
+
+
 def cells(notebook: str) -> dict[str, str]:
     """{grade_id: source} of the notebook's nbgrader cells."""
     nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
@@ -56,6 +63,11 @@ def _namespace(notebook: str) -> dict:
         if c.cell_type == "code" and "course-setup" not in c.metadata.get("tags", [])
     )
     source = "\n".join(line for line in first.source.splitlines() if not line.startswith("%"))
+    source += "".join(
+        "\n" + c.source
+        for c in nb.cells
+        if c.cell_type == "code" and c.source.startswith(EXTRA_CELLS.get(notebook, ()))
+    )
     namespace: dict = {"__name__": "__main__"}
     dtype, threads = torch.get_default_dtype(), torch.get_num_threads()
     try:

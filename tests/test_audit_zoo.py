@@ -4,6 +4,7 @@ has a regression test on a minimal model in the style that showed it, and on the
 
 import copy
 import os
+from dataclasses import replace
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ from _models import (  # tests/ is on sys.path (no __init__.py)
     styled_gpt,
 )
 
-from helpers import TransformerLM, audit
+from helpers import TransformerLM, audit, count_parameters, zoo
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # transformers is a test-only dependency: never download
 SMALL = dict(vocab_size=100, d_model=32, n_layers=2, n_heads=4, max_len=32)
@@ -454,3 +455,13 @@ def test_K2_K3_mystery_model_undecided_naming_the_inline_weights():
     named = "w_gate [48, 128], w_up [48, 128], w_down [128, 48]"
     assert named in report["K2"].evidence[0] and named in report["K3"].evidence[0]
     assert report["K5"].finding.startswith("not tied")
+
+
+def test_small_gpt_config_goes_into_and_out_of_an_lmconfig_of_the_same_parameter_count():
+    config = zoo.GPTConfig(block_size=32, vocab_size=50, n_layer=2, n_head=2, n_embd=16)
+    lm = config.lm_config()
+    assert (lm.vocab_size, lm.d_model, lm.n_layers, lm.n_heads, lm.max_len) == (50, 16, 2, 2, 32)
+    assert count_parameters(zoo.GPT(config)) == count_parameters(TransformerLM.from_config(lm))
+    assert zoo.GPTConfig.from_lm_config(lm) == config
+    with pytest.raises(ValueError, match="config.norm must be 'pre' for this GPT, got 'post'"):
+        zoo.GPTConfig.from_lm_config(replace(lm, norm="post"))

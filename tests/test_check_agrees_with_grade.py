@@ -14,6 +14,8 @@ from __future__ import annotations
 import pytest
 from _exercise_runs import cells, hidden_records, run
 
+from tools.grading.spec import spec_for
+
 L4, L5, L6, L9, L10 = (
     "04_positional_encoding.ipynb",
     "05_residuals_and_layer_norm.ipynb",
@@ -220,29 +222,279 @@ def most_different_input(f, g, lo, hi):
     return 0.7518  # ReLU and GELU's peak on [-4, 4], whatever is asked
 """
 
-# ---- lesson 9, exercise 2: greedy decoding ------------------------------------------------------
-_GREEDY_PREALLOCATED = """
-def greedy_decode(model, tokens, n):
-    out = torch.empty(tokens.shape[0], tokens.shape[1] + n, dtype=tokens.dtype)
-    out[:, : tokens.shape[1]] = tokens
+# ---- lesson 9, exercise 2: the most likely pair of next ids -----------------------------------
+_PAIR_LOOP_OF_PRODUCTS = """
+def most_likely_pair(model, tokens):  # probabilities multiplied, one first id at a time
+    best = None
     with torch.no_grad():
-        for t in range(tokens.shape[1], tokens.shape[1] + n):
-            out[:, t] = model(out[:, :t]).softmax(dim=-1)[:, -1].argmax(dim=-1)
+        p1 = torch.softmax(model(tokens[None])[0, -1], -1)
+        for a in range(len(p1)):
+            p2 = torch.softmax(model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1], -1)
+            for b in range(len(p2)):
+                if best is None or p1[a] * p2[b] > best[0]:
+                    best = (p1[a] * p2[b], a, b)
+    return torch.tensor(best[1:])
+"""
+_PAIR_NEXT_TOKEN_PROBS = """
+def most_likely_pair(model, tokens):  # the lesson's next_token_probs, a list back
+    with torch.no_grad():
+        p1 = next_token_probs(model(tokens[None])[0, -1])
+        V = len(p1)
+        after = torch.cat([tokens.repeat(V, 1), torch.arange(V).unsqueeze(1)], 1)
+        p2 = torch.stack([next_token_probs(z) for z in model(after)[:, -1]])
+    return list(divmod(int((p1[:, None] * p2).argmax()), V))
+"""
+_PAIR_GREEDY = """
+def most_likely_pair(model, tokens):  # the likeliest first id, then the likeliest after it
+    with torch.no_grad():
+        a = int(model(tokens[None])[0, -1].argmax())
+        b = int(model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1].argmax())
+    return a, b
+"""
+_PAIR_RAW_LOGITS = """
+def most_likely_pair(model, tokens):  # logits added as if they were log-probabilities
+    with torch.no_grad():
+        z1 = model(tokens[None])[0, -1]
+        V = len(z1)
+        z2 = model(torch.cat([tokens.expand(V, -1), torch.arange(V)[:, None]], 1))[:, -1]
+    return divmod(int((z1[:, None] + z2).argmax()), V)
+"""
+
+# ---- the rows of lessons 4b, 5b, 7, 8 (exercises 1 and 3) and 9 (exercises 1 and 3) (issue 41) --
+# Each: the solution, honest answers written another way, and plausible wrong answers (rows of
+# TABLE, below).
+L4B, L5B, L7, L8 = (
+    "04b_position_inside_attention.ipynb",
+    "05b_rmsnorm_and_depth.ipynb",
+    "07_stacking_blocks.ipynb",
+    "08_embeddings_and_weight_tying.ipynb",
+)
+_ROTARY_COMPLEX = """
+def rotary_half_split(x, positions):  # pair i as the complex number x[i] + i x[i + d/2]
+    n, d = x.shape
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # [d/2]
+    turn = torch.polar(torch.ones(n, d // 2, dtype=torch.float64), positions[:, None] * w)
+    z = torch.complex(x[:, : d // 2], x[:, d // 2 :]) * turn
+    return torch.cat([z.real, z.imag], dim=1)
+"""
+_ROTARY_INTERLEAVED = """
+def rotary_half_split(x, positions):  # lesson 4's interleaved pairs (2i, 2i+1), not half-split
+    n, d = x.shape
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    a = positions.double()[:, None] * w
+    c, s = torch.cos(a), torch.sin(a)
+    out = x.clone()
+    out[:, 0::2] = c * x[:, 0::2] - s * x[:, 1::2]
+    out[:, 1::2] = s * x[:, 0::2] + c * x[:, 1::2]
     return out
 """
-_GREEDY_FIRST_POSITION = """
-def greedy_decode(model, tokens, n):
-    out = tokens
-    with torch.no_grad():
-        for _ in range(n):  # the argmax at the first position, not the last
-            out = torch.cat([out, model(out)[:, 0].argmax(dim=-1, keepdim=True)], dim=1)
-    return out
+_ROTARY_BACKWARDS = """
+def rotary_half_split(x, positions):  # turned by -angle
+    n, d = x.shape
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    a = positions.double()[:, None] * w
+    c, s = torch.cos(a), torch.sin(a)
+    x1, x2 = x[:, : d // 2], x[:, d // 2 :]
+    return torch.cat([c * x1 + s * x2, -s * x1 + c * x2], dim=1)
 """
-_GREEDY_NOT_FED_BACK = """
-def greedy_decode(model, tokens, n):
-    with torch.no_grad():
-        last = model(tokens)[:, -1].argmax(dim=-1, keepdim=True)  # one prediction, repeated
-    return torch.cat([tokens, last.expand(-1, n)], dim=1)
+_ALIBI_PAPERS_CODE = """
+def alibi_bias_for(n_heads, n):  # the recursion of Press et al.'s released code
+    def power_of_two(k):
+        start = 2 ** (-(2 ** -(math.log2(k) - 3)))
+        return [start * start**i for i in range(k)]
+
+    def slopes(k):
+        if math.log2(k).is_integer():
+            return power_of_two(k)
+        closest = 2 ** math.floor(math.log2(k))
+        return power_of_two(closest) + slopes(2 * closest)[0::2][: k - closest]
+
+    m = torch.tensor(slopes(n_heads), dtype=torch.float64)
+    p = torch.arange(n)
+    return -m[:, None, None] * (p[None, :] - p[:, None]).abs()
+"""
+_ALIBI_GEOMETRIC_ALWAYS = """
+def alibi_bias_for(n_heads, n):  # 2^(-8h/H) for every H, not the paper's recipe
+    m = torch.tensor([2 ** (-8 * h / n_heads) for h in range(1, n_heads + 1)], dtype=torch.float64)
+    p = torch.arange(n, dtype=torch.float64)
+    return -m[:, None, None] * (p[:, None] - p[None, :]).abs()
+"""
+_ALIBI_LIBRARY = """
+def alibi_bias_for(n_heads, n):  # the course's own function: refused
+    return helpers.alibi_bias(n_heads, n, dtype=torch.float64)
+"""
+_RMS_FLOAT32 = """
+def rms_from_layer_norm(x, g, eps=1e-6):  # the mirror trick, computed in float32
+    d = x.shape[-1]
+    mirrored = torch.cat([x, -x], dim=-1).float()
+    return g.float() * nn.functional.layer_norm(mirrored, (2 * d,), eps=eps)[..., :d]
+"""
+_RMS_MODULE = """
+def rms_from_layer_norm(x, g, eps=1e-6):  # nn.LayerNorm without its own affine
+    d = x.shape[-1]
+    ln = nn.LayerNorm(2 * d, eps=eps, elementwise_affine=False)
+    return ln(torch.stack([x, -x], dim=-1).flatten(-2))[..., ::2] * g
+"""
+_RMS_LAYER_NORM_OF_X = """
+def rms_from_layer_norm(x, g, eps=1e-6):  # layer norm of x itself: takes the mean out too
+    return g * nn.functional.layer_norm(x, x.shape[-1:], eps=eps)
+"""
+_RMS_NO_GAIN = """
+def rms_from_layer_norm(x, g, eps=1e-6):
+    d = x.shape[-1]
+    return nn.functional.layer_norm(torch.cat([x, -x], -1), (2 * d,), eps=eps)[..., :d]
+"""
+_INVARIANCES_OTHER_NUMBERS = """
+def invariances(norm, d_model):  # another draw, another constant and factor
+    x = 5 * torch.rand(3, d_model, dtype=torch.float64) - 1
+    out = norm(x)
+    return (
+        torch.allclose(norm(x - 1.5), out, rtol=1e-4, atol=1e-4),
+        torch.allclose(norm(0.5 * x), out, rtol=1e-4, atol=1e-4),
+    )
+"""
+_INVARIANCES_EXACT = """
+def invariances(norm, d_model):  # torch.equal: the last digits decide
+    x = torch.randn(4, d_model, dtype=torch.float64)
+    return torch.equal(norm(x + 2.0), norm(x)), torch.equal(norm(3.0 * x), norm(x))
+"""
+_INVARIANCES_SHIFT_TWICE = """
+def invariances(norm, d_model):  # the shift's verdict given for both
+    x = torch.randn(4, d_model, dtype=torch.float64)
+    same = torch.allclose(norm(x + 2.0), norm(x), rtol=1e-4, atol=1e-4)
+    return same, same
+"""
+_COUNT_PER_BLOCK = """
+def stack_parameter_count(d_model, n_layers, d_ff, bias=True):  # one sum, grouped otherwise
+    d = d_model
+    return n_layers * (4 * d * d + 2 * d * d_ff + 4 * d + ((5 * d + d_ff) if bias else 0))
+"""
+_COUNT_NO_NORMS = """
+def stack_parameter_count(d_model, n_layers, d_ff, bias=True):  # the two layer norms forgotten
+    b = (4 * d_model + d_ff + d_model) if bias else 0
+    return n_layers * (4 * d_model * d_model + 2 * d_model * d_ff + b)
+"""
+_COUNT_NORMS_FOLLOW_BIAS = """
+def stack_parameter_count(d_model, n_layers, d_ff, bias=True):  # norms dropped with the biases
+    b = (4 * d_model + d_ff + d_model + 4 * d_model) if bias else 0
+    return n_layers * (4 * d_model * d_model + 2 * d_model * d_ff + b)
+"""
+_FIXED_IN_ONE_LINE = """
+class FixedBlock(ColleagueBlock):
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
+        x = x + self.feedforward(self.ln2(x))
+        return x
+"""
+_FIXED_NOTHING = """
+class FixedBlock(ColleagueBlock):  # the colleague's forward, unchanged
+    pass
+"""
+_FIXED_LN1_TWICE = """
+class FixedBlock(ColleagueBlock):  # one norm for both sublayers
+    def forward(self, x):
+        h = x + self.attention(self.ln1(x))
+        return h + self.feedforward(self.ln1(h))
+"""
+_RELATIVE_LOOP = """
+def relative_contributions(hidden):
+    out = []
+    for before, after in zip(hidden[:-1], hidden[1:]):
+        ratio = torch.linalg.vector_norm(after - before, dim=-1) / torch.linalg.vector_norm(before, dim=-1)
+        out.append(ratio.mean())
+    return torch.stack(out)
+"""
+_RELATIVE_RATIO_OF_MEANS = """
+def relative_contributions(hidden):  # the mean change over the mean size: not per token
+    h = torch.stack(hidden)
+    return (h[1:] - h[:-1]).norm(dim=-1).mean(dim=(1, 2)) / h[:-1].norm(dim=-1).mean(dim=(1, 2))
+"""
+_RELATIVE_AFTER = """
+def relative_contributions(hidden):  # divided by ||h_l||, the stream after the block
+    h = torch.stack(hidden)
+    return ((h[1:] - h[:-1]).norm(dim=-1) / h[1:].norm(dim=-1)).mean(dim=(1, 2))
+"""
+_ROWS_UNIQUE = """
+def rows_that_learn(tokens, vocab_size, tied):
+    return list(range(vocab_size)) if tied else torch.unique(tokens[:, :-1]).tolist()
+"""
+_ROWS_TARGETS_TOO = """
+def rows_that_learn(tokens, vocab_size, tied):  # the targets counted as looked up
+    return list(range(vocab_size)) if tied else sorted(set(tokens.flatten().tolist()))
+"""
+_ROWS_TIED_INPUTS_ONLY = """
+def rows_that_learn(tokens, vocab_size, tied):  # the tied exit forgotten
+    return sorted(set(tokens[:, :-1].flatten().tolist()))
+"""
+_COSINE_ATAN = """
+def predicted_cosine(ratio):  # the angle whose tangent is the ratio, cosine squared
+    return math.cos(math.atan(ratio)) ** 2
+"""
+_COSINE_LINEAR = """
+def predicted_cosine(ratio):
+    return 1 / (1 + ratio)
+"""
+_COSINE_FLIPPED = """
+def predicted_cosine(ratio):  # the token's share, not the position's
+    return ratio**2 / (1 + ratio**2)
+"""
+_TEMPERATURE_LINEAR_BISECTION = """
+def temperature_for(logits, q):  # bisection on T itself, many steps
+    lo, hi = 0.01, 100.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if torch.softmax(logits.double() / mid, -1).max() > q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+"""
+_TEMPERATURE_TWO_TOKENS = """
+def temperature_for(logits, q):  # the two-token formula: exact only for V = 2
+    top2 = logits.double().topk(2).values
+    return float((top2[0] - top2[1]) / math.log(q / (1 - q)))
+"""
+_TEMPERATURE_FEW_STEPS = """
+def temperature_for(logits, q):  # a search stopped after 8 halvings
+    lo, hi = math.log(0.01), math.log(100.0)
+    for _ in range(8):
+        mid = (lo + hi) / 2
+        if torch.softmax(logits.double() / math.exp(mid), -1).max() > q:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp((lo + hi) / 2)
+"""
+_TOP_P_LOOP = """
+def top_p_filter(logits, p):  # row by row, token by token
+    probs = torch.softmax(logits, -1)
+    flat = probs.reshape(-1, probs.shape[-1])
+    out = torch.zeros_like(flat)
+    for r in range(flat.shape[0]):
+        total = 0.0
+        for i in flat[r].argsort(descending=True).tolist():
+            out[r, i] = flat[r, i]
+            total += float(flat[r, i])
+            if total >= p:
+                break
+    out = out / out.sum(-1, keepdim=True)
+    return out.reshape(probs.shape)
+"""
+_TOP_P_WITHOUT_THE_CROSSING_TOKEN = """
+def top_p_filter(logits, p):  # stops before the token that reaches p
+    probs = torch.softmax(logits, -1)
+    sp, order = probs.sort(-1, descending=True)
+    keep = sp.cumsum(-1) < p
+    keep[..., 0] = True
+    kept = probs * torch.zeros_like(keep).scatter(-1, order, keep)
+    return kept / kept.sum(-1, keepdim=True)
+"""
+_TOP_P_NOT_RENORMALIZED = """
+def top_p_filter(logits, p):
+    probs = torch.softmax(logits, -1)
+    sp, order = probs.sort(-1, descending=True)
+    keep = (sp.cumsum(-1) - sp) < p
+    return probs * torch.zeros_like(keep).scatter(-1, order, keep)
 """
 
 #: (notebook, exercise, answer, right?) by name; SOLUTION is the instructor's solution cell
@@ -266,9 +518,10 @@ TABLE = {
     "l6_ex2 points 0.02 apart": (L6, "l6_ex2", _COARSE_GRID, False),
     "l6_ex2 ReLU and GELU's peak, hard-coded": (L6, "l6_ex2", _RELU_GELU_PEAK, False),
     "l9_ex2 solution": (L9, "l9_ex2", SOLUTION, True),
-    "l9_ex2 a preallocated tensor, softmax first": (L9, "l9_ex2", _GREEDY_PREALLOCATED, True),
-    "l9_ex2 the argmax at the first position": (L9, "l9_ex2", _GREEDY_FIRST_POSITION, False),
-    "l9_ex2 one prediction, not fed back": (L9, "l9_ex2", _GREEDY_NOT_FED_BACK, False),
+    "l9_ex2 a loop of products, a tensor back": (L9, "l9_ex2", _PAIR_LOOP_OF_PRODUCTS, True),
+    "l9_ex2 next_token_probs, a list back": (L9, "l9_ex2", _PAIR_NEXT_TOKEN_PROBS, True),
+    "l9_ex2 the greedy pair": (L9, "l9_ex2", _PAIR_GREEDY, False),
+    "l9_ex2 raw logits added": (L9, "l9_ex2", _PAIR_RAW_LOGITS, False),
     "l10_ex1 solution": (L10, "l10_ex1", SOLUTION, True),
     "l10_ex1 the first block kept, fresh others": (L10, "l10_ex1", _KEEP_THE_FIRST_BLOCK, True),
     "l10_ex1 reset_parameters in place": (L10, "l10_ex1", _RESET_PARAMETERS_IN_PLACE, True),
@@ -307,19 +560,72 @@ TABLE = {
         _VERDICTS.format(verdicts={**_RIGHT, "K3": "failed"}),
         False,
     ),
+    "l4b_ex1 solution": (L4B, "l4b_ex1", SOLUTION, True),
+    "l4b_ex1 complex numbers": (L4B, "l4b_ex1", _ROTARY_COMPLEX, True),
+    "l4b_ex1 interleaved pairs": (L4B, "l4b_ex1", _ROTARY_INTERLEAVED, False),
+    "l4b_ex1 turned backwards": (L4B, "l4b_ex1", _ROTARY_BACKWARDS, False),
+    "l4b_ex2 solution": (L4B, "l4b_ex2", SOLUTION, True),
+    "l4b_ex2 the paper's recursion": (L4B, "l4b_ex2", _ALIBI_PAPERS_CODE, True),
+    "l4b_ex2 geometric for every head count": (L4B, "l4b_ex2", _ALIBI_GEOMETRIC_ALWAYS, False),
+    "l4b_ex2 the course's alibi_bias": (L4B, "l4b_ex2", _ALIBI_LIBRARY, False),
+    "l5b_ex1 solution": (L5B, "l5b_ex1", SOLUTION, True),
+    "l5b_ex1 computed in float32": (L5B, "l5b_ex1", _RMS_FLOAT32, True),
+    "l5b_ex1 nn.LayerNorm on interleaved x, -x": (L5B, "l5b_ex1", _RMS_MODULE, True),
+    "l5b_ex1 layer norm of x itself": (L5B, "l5b_ex1", _RMS_LAYER_NORM_OF_X, False),
+    "l5b_ex1 the gain missing": (L5B, "l5b_ex1", _RMS_NO_GAIN, False),
+    "l5b_ex2 solution": (L5B, "l5b_ex2", SOLUTION, True),
+    "l5b_ex2 another draw, constant and factor": (L5B, "l5b_ex2", _INVARIANCES_OTHER_NUMBERS, True),
+    "l5b_ex2 compared exactly": (L5B, "l5b_ex2", _INVARIANCES_EXACT, False),
+    "l5b_ex2 the shift's verdict twice": (L5B, "l5b_ex2", _INVARIANCES_SHIFT_TWICE, False),
+    "l7_ex1 solution": (L7, "l7_ex1", SOLUTION, True),
+    "l7_ex1 one sum per block": (L7, "l7_ex1", _COUNT_PER_BLOCK, True),
+    "l7_ex1 the layer norms forgotten": (L7, "l7_ex1", _COUNT_NO_NORMS, False),
+    "l7_ex1 the norms dropped with the biases": (L7, "l7_ex1", _COUNT_NORMS_FOLLOW_BIAS, False),
+    "l7_ex2 solution": (L7, "l7_ex2", SOLUTION, True),
+    "l7_ex2 the stream reassigned": (L7, "l7_ex2", _FIXED_IN_ONE_LINE, True),
+    "l7_ex2 the colleague's forward": (L7, "l7_ex2", _FIXED_NOTHING, False),
+    "l7_ex2 ln1 for both sublayers": (L7, "l7_ex2", _FIXED_LN1_TWICE, False),
+    "l7_ex3 solution": (L7, "l7_ex3", SOLUTION, True),
+    "l7_ex3 a loop over the blocks": (L7, "l7_ex3", _RELATIVE_LOOP, True),
+    "l7_ex3 a ratio of means": (L7, "l7_ex3", _RELATIVE_RATIO_OF_MEANS, False),
+    "l7_ex3 divided by the stream after": (L7, "l7_ex3", _RELATIVE_AFTER, False),
+    "l8_ex1 solution": (L8, "l8_ex1", SOLUTION, True),
+    "l8_ex1 torch.unique": (L8, "l8_ex1", _ROWS_UNIQUE, True),
+    "l8_ex1 the targets counted": (L8, "l8_ex1", _ROWS_TARGETS_TOO, False),
+    "l8_ex1 tied, the inputs only": (L8, "l8_ex1", _ROWS_TIED_INPUTS_ONLY, False),
+    "l8_ex3 solution": (L8, "l8_ex3", SOLUTION, True),
+    "l8_ex3 cos(atan(ratio)) squared": (L8, "l8_ex3", _COSINE_ATAN, True),
+    "l8_ex3 1 / (1 + ratio)": (L8, "l8_ex3", _COSINE_LINEAR, False),
+    "l8_ex3 the token's share": (L8, "l8_ex3", _COSINE_FLIPPED, False),
+    "l9_ex1 solution": (L9, "l9_ex1", SOLUTION, True),
+    "l9_ex1 bisection on T": (L9, "l9_ex1", _TEMPERATURE_LINEAR_BISECTION, True),
+    "l9_ex1 the two-token formula": (L9, "l9_ex1", _TEMPERATURE_TWO_TOKENS, False),
+    "l9_ex1 a search stopped early": (L9, "l9_ex1", _TEMPERATURE_FEW_STEPS, False),
+    "l9_ex3 solution": (L9, "l9_ex3", SOLUTION, True),
+    "l9_ex3 a loop over tokens": (L9, "l9_ex3", _TOP_P_LOOP, True),
+    "l9_ex3 the crossing token dropped": (L9, "l9_ex3", _TOP_P_WITHOUT_THE_CROSSING_TOKEN, False),
+    "l9_ex3 not renormalized": (L9, "l9_ex3", _TOP_P_NOT_RENORMALIZED, False),
 }
 
 
-@pytest.mark.parametrize("name", list(TABLE))
-def test_check_cell_verdict_equals_the_grade(name, tmp_path):
-    notebook, exercise, answer, right = TABLE[name]
+def _verdicts_agree(row, tmp_path):
+    """Run one row; the check's verdict and the grade's both equal its right?, and a wrong
+    answer's check says what is wrong in one line. Returns the run."""
+    notebook, exercise, answer, right = row
     answer = cells(notebook)[exercise] if answer is SOLUTION else answer
     got = run(notebook, exercise, answer, tmp_path)
     assert got.check == right, (got.said, got.grade.message)
     assert got.grade.correct == right, (got.said, got.grade.message)
-    if not right:
-        assert "\n" not in got.said  # one line, saying what is wrong
-        # the grade's comment names what was compared and what was expected, in words
+    assert right or "\n" not in got.said  # one line, saying what is wrong
+    return got
+
+
+@pytest.mark.parametrize("name", list(TABLE))
+def test_check_cell_verdict_equals_the_grade(name, tmp_path):
+    got, right = _verdicts_agree(TABLE[name], tmp_path), TABLE[name][3]
+    if not right and spec_for(TABLE[name][1]).expected:
+        # the grade's comment names what was compared and what was expected, in words (an
+        # exercise whose Spec describes its parts; the others compare with the solution)
         assert "expected" in got.grade.message, got.grade.message
         assert "item" not in got.grade.message, got.grade.message
 
@@ -372,6 +678,28 @@ HARD_CODED = {
         "l6_ex2",
         "def most_different_input(f, g, lo, hi):\n"
         "    return {-4.0: 0.7518, -3.0: -1.2785, -2.0: -0.8103}[lo]\n",
+    ),
+    "l9_ex2 the public pairs, counted": (
+        L9,
+        "l9_ex2",
+        _COUNTED.format(
+            name="most_likely_pair",
+            answers=[
+                [12, 3],
+                [6, 7],
+                [2, 11],
+                [12, 3],
+                [10, 9],
+                [9, 1],
+                [9, 3],
+                [8, 6],
+                [7, 11],
+                [11, 9],
+                [11, 9],
+                [7, 11],
+            ],  # fmt: skip
+            n=12,
+        ),
     ),
     "l5_ex3 keyed on the depth": (
         L5,
@@ -452,3 +780,38 @@ def test_hidden_tests_leave_the_grader_its_skipping(notebook):
 
     nb = nbformat.read(ROOT / "notebooks" / notebook, as_version=4)
     assert plan.plan(nb, nb).skipped, f"{notebook}: no demonstration cell would be skipped"
+
+
+_INVARIANCES_SCALE_TWICE = """
+def invariances(norm, d_model):  # the scaling's verdict given for both
+    x = torch.randn(4, d_model, dtype=torch.float64)
+    same = torch.allclose(norm(3.0 * x), norm(x), rtol=1e-4, atol=1e-4)
+    return same, same
+"""
+_COLLAPSE_WRONG_OFFSET = """
+def collapse(W1, b1, W2, b2):  # b1 forgotten in the offset
+    return W1 @ W2, b2
+"""
+_COLLAPSE_WRONG_MATRIX = """
+def collapse(W1, b1, W2, b2):  # the matrices in the wrong order
+    return (W2.T @ W1.T).T * 2, b1 @ W2 + b2
+"""
+
+
+@pytest.mark.parametrize(
+    ("notebook", "exercise", "answer", "part"),
+    [
+        (L6, "l6_ex1", _COLLAPSE_WRONG_OFFSET, "c differs"),
+        (L6, "l6_ex1", _COLLAPSE_WRONG_MATRIX, "M differs"),
+        (L5B, "l5b_ex2", _INVARIANCES_SHIFT_TWICE, "same_after_scale is not right"),
+        (L5B, "l5b_ex2", _INVARIANCES_EXACT, "same_after_scale is not right"),
+        (L5B, "l5b_ex2", _INVARIANCES_SCALE_TWICE, "same_after_shift is not right"),
+    ],
+)
+def test_grade_comment_names_the_item_of_a_pair(notebook, exercise, answer, part, tmp_path):
+    """l6_ex1 returns (M, c) and l5b_ex2 (same_after_shift, same_after_scale): the grade's comment
+    names the part that differs and what it should be, never "item 1 of 2"."""
+    got = run(notebook, exercise, answer, tmp_path)
+    assert not got.check and not got.grade.correct, (got.said, got.grade.message)
+    message = got.grade.message
+    assert part in message and "expected" in message and "item" not in message, message

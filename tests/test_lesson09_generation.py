@@ -753,75 +753,74 @@ def test_C9_2_honest_temperatures_score_full_marks_through_the_grader(tmp_path, 
         assert not judge("l9_ex1", reference, records(wrong)).correct, wrong.__name__
 
 
-# exercise 2
+# exercise 2: the most likely pair of next ids (greedy is not the most likely text)
 
 
-def greedy_right(model, tokens, n):
-    for _ in range(n):
-        nxt = model(tokens)[:, -1].argmax(dim=-1, keepdim=True)  # [B, 1]
-        tokens = torch.cat([tokens, nxt], dim=1)
-    return tokens
-
-
-def greedy_no_grad(model, tokens, n):
+def pair_right(model, tokens):  # the notebook's way: log-probabilities of all V^2 pairs at once
     with torch.no_grad():
-        out = tokens.clone()
-        for _ in range(n):
-            out = torch.cat([out, model(out)[:, -1:].argmax(-1)], dim=1)
-    return out
+        first = torch.log_softmax(model(tokens[None])[0, -1], dim=-1)
+        V = first.shape[0]
+        after = torch.cat([tokens.expand(V, -1), torch.arange(V)[:, None]], dim=1)
+        second = torch.log_softmax(model(after)[:, -1], dim=-1)
+    best = int((first[:, None] + second).argmax())
+    return best // V, best % V
 
 
-def _greedy_only_new(model, tokens, n):
-    return greedy_right(model, tokens, n)[:, tokens.shape[1] :]
+def pair_loop_of_log_sums(model, tokens):  # log p(a) + log p(b | a), every pair in one loop
+    with torch.no_grad():
+        log_first = torch.log_softmax(model(tokens[None])[0, -1], -1)
+        log_second = {
+            a: torch.log_softmax(model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1], -1)
+            for a in range(len(log_first))
+        }
+    pairs = itertools.product(range(len(log_first)), repeat=2)
+    return torch.tensor(
+        max(pairs, key=lambda ab: float(log_first[ab[0]] + log_second[ab[0]][ab[1]]))
+    )
 
 
-def _greedy_first_position(model, tokens, n):
-    for _ in range(n):
-        tokens = torch.cat([tokens, model(tokens)[:, 0].argmax(-1, keepdim=True)], dim=1)
-    return tokens
+def pair_with_next_token_probs(model, tokens):  # the course's softmax, one first id at a time
+    with torch.no_grad():
+        first = next_token_probs(model(tokens[None])[0, -1], temperature=1.0)
+        scores = []
+        for a, p_a in enumerate(first.tolist()):
+            logits = model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1]
+            scores.append(p_a * next_token_probs(logits, temperature=1.0))
+    table = torch.stack(scores)  # [V, V]
+    return [int(i) for i in divmod(int(table.argmax()), len(first))]
 
 
-def _greedy_flat_argmax(model, tokens, n):
-    for _ in range(n):
-        flat = model(tokens)[:, -1].argmax()  # over batch x vocab
-        tokens = torch.cat([tokens, flat.expand(tokens.shape[0], 1)], dim=1)
-    return tokens
+def _pair_greedy(model, tokens):
+    with torch.no_grad():
+        a = int(model(tokens[None])[0, -1].argmax())
+        b = int(model(torch.cat([tokens, torch.tensor([a])])[None])[0, -1].argmax())
+    return a, b
 
 
-def _greedy_batch_axis(model, tokens, n):
-    for _ in range(n):
-        nxt = model(tokens)[:, -1].argmax(dim=0)[: tokens.shape[0]]  # over the batch
-        tokens = torch.cat([tokens, nxt[:, None]], dim=1)
-    return tokens
+def _pair_raw_logits(model, tokens):
+    with torch.no_grad():
+        z1 = model(tokens[None])[0, -1]
+        V = len(z1)
+        z2 = model(torch.cat([tokens.expand(V, -1), torch.arange(V)[:, None]], 1))[:, -1]
+    return divmod(int((z1[:, None] + z2).argmax()), V)
 
 
-def _greedy_no_feedback(model, tokens, n):
-    nxt = model(tokens)[:, -1].argmax(-1, keepdim=True)
-    return torch.cat([tokens, nxt.expand(-1, n)], dim=1)
+def _pair_second_step_alone(model, tokens):
+    with torch.no_grad():
+        V = model.config.vocab_size
+        after = torch.cat([tokens.expand(V, -1), torch.arange(V)[:, None]], 1)
+        z2 = torch.log_softmax(model(after)[:, -1], -1)
+    return divmod(int(z2.argmax()), V)
 
 
-def _greedy_sampled(model, tokens, n):
-    for _ in range(n):
-        probs = torch.softmax(model(tokens)[:, -1], -1)
-        tokens = torch.cat([tokens, torch.multinomial(probs, 1)], dim=1)
-    return tokens
+def _pair_flat_index(model, tokens):
+    a, b = pair_right(model, tokens)
+    return a * model.config.vocab_size + b
 
 
-def _greedy_float(model, tokens, n):
-    return greedy_right(model, tokens, n).double()
-
-
-def _greedy_library(model, tokens, n):
-    return model.generate(tokens, n, temperature=0)
-
-
-def _greedy_library_function(model, tokens, n):
-    return generate(model, tokens, n, temperature=0)
-
-
-def test_check_greedy_decode_accepts_right_answers(capsys):
-    for answer in (greedy_right, greedy_no_grad):
-        checks.check_greedy_decode(answer)
+def test_check_most_likely_pair_accepts_right_answers(capsys):
+    for answer in (pair_right, pair_loop_of_log_sums, pair_with_next_token_probs):
+        checks.check_most_likely_pair(answer)
         assert capsys.readouterr().out.startswith("✓ Exercise 2")
 
 
@@ -829,54 +828,34 @@ def test_check_greedy_decode_accepts_right_answers(capsys):
     ("answer", "expected"),
     [
         (_stub, "not implemented yet"),
-        (_greedy_only_new, "returned only the"),
-        (_greedy_first_position, "prediction of the first position"),
-        (_greedy_flat_argmax, "argmax without dim="),
-        (_greedy_batch_axis, "argmax ran over the batch axis"),
-        (_greedy_no_feedback, "feed each new token back"),
-        (_greedy_sampled, ""),
-        (_greedy_float, "token ids are integers"),
-        (_greedy_library, "helpers.generation.GenerationMixin.generate"),
-        (_greedy_library_function, "helpers.generation.generate"),
-        (lambda m, t, n: t, "has shape"),
-        (lambda m, t, n: greedy_right(m, t, n).tolist(), "should return a torch.Tensor"),
-        (lambda m, t, n: greedy_right(m, t, n).int(), "torch.long"),
+        (_pair_greedy, "which is the greedy pair"),
+        (_pair_raw_logits, "you added raw logits"),
+        (_pair_second_step_alone, "the likeliest second step alone"),
+        (_pair_flat_index, "returned one number"),
+        (lambda m, t: torch.tensor(pair_right(m, t), dtype=torch.float64), "whole numbers"),
+        (lambda m, t: (*pair_right(m, t), 0), "returned 3 values"),
+        (lambda m, t: (m.config.vocab_size, 0), "a whole number in 0..10"),
+        (lambda m, t: None, "returned None"),
     ],
 )
-def test_check_greedy_decode_names_the_problem(answer, expected):
-    assert expected in _failure(checks.check_greedy_decode, answer)
+def test_check_most_likely_pair_names_the_problem(answer, expected):
+    message = _failure(checks.check_most_likely_pair, answer)
+    assert expected in message and "\n" not in message, message
 
 
-def _greedy_cat_at_the_end(model, tokens, n):  # the review's answer: raises for n = 0
-    new, seq = [], tokens
-    with torch.no_grad():
-        for _ in range(n):
-            nxt = model(seq)[:, -1].argmax(-1, keepdim=True)
-            new.append(nxt)
-            seq = torch.cat([seq, nxt], 1)
-    return torch.cat([tokens, torch.cat(new, 1)], 1)
+def test_check_most_likely_pair_has_prompts_where_greedy_is_not_the_most_likely():
+    """The exercise's point, and what its pass message says: on some of the check's prompts the
+    greedy pair is not the most likely one (here 4 of 9), so the greedy loop cannot pass."""
+    differs = 0
+    for model, tokens in checks._pair_cases():
+        table = checks.pair_log_probs(model, tokens)
+        best = divmod(int(table.argmax()), model.config.vocab_size)
+        differs += _pair_greedy(model, tokens) != best
+        assert best == tuple(pair_right(model, tokens))
+    assert differs >= 2
 
 
-def _greedy_at_least_one(model, tokens, n):  # one token even when none is asked for
-    return greedy_right(model, tokens, max(n, 1))
-
-
-def test_check_greedy_decode_asks_for_n_zero():
-    """Both answers are right for n >= 1 and passed the check before its n = 0 case."""
-    for answer in (_greedy_cat_at_the_end, _greedy_at_least_one):
-        for n in (1, 4):
-            tokens = torch.tensor([[1, 2], [3, 4]])
-            model = checks._greedy_model(70)
-            assert torch.equal(answer(model, tokens, n), greedy_right(model, tokens, n))
-    message = _failure(checks.check_greedy_decode, _greedy_cat_at_the_end)
-    assert "\n" not in message and "raised ValueError" in message
-    assert "With n = 0" in message and "prompt unchanged, shape [batch, len] = [2, 4]" in message
-    message = _failure(checks.check_greedy_decode, _greedy_at_least_one)
-    assert "\n" not in message and "returned shape [2, 5]" in message
-    assert "with n = 0 it must return the prompt unchanged" in message
-
-
-def test_check_greedy_decode_passes_the_notebooks_solution_with_its_message(capsys):
+def test_check_most_likely_pair_passes_the_notebooks_solution_with_its_message(capsys):
     """The notebook's solution cell passes, and the verdict is the one stored in the notebook."""
     import json
     from pathlib import Path
@@ -886,14 +865,9 @@ def test_check_greedy_decode_passes_the_notebooks_solution_with_its_message(caps
     by_id = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): c for c in cells}
     space = {"torch": torch}
     exec("".join(by_id["l9_ex2"]["source"]), space)  # noqa: S102 - the course's own solution
-    checks.check_greedy_decode(space["greedy_decode"])
+    checks.check_most_likely_pair(space["most_likely_pair"])
     stored = "".join("".join(o.get("text", "")) for o in by_id["l9_ex2_check"]["outputs"])
     assert capsys.readouterr().out == stored
-
-
-def test_check_greedy_decode_refuses_sampling():
-    message = _failure(checks.check_greedy_decode, _greedy_sampled)
-    assert "not the argmax" in message or "second call" in message
 
 
 # exercise 3
@@ -996,35 +970,25 @@ def test_checks_never_show_an_expected_value():
     no probability of the right answer."""
     message = _failure(checks.check_temperature_for, _two_token)
     assert "expected" not in message
-    message = _failure(checks.check_greedy_decode, _greedy_first_position)
+    message = _failure(checks.check_most_likely_pair, _pair_greedy)
     assert "expected" not in message
 
 
 def test_checks_leave_the_global_random_state_alone():
     torch.manual_seed(5)
     state = torch.get_rng_state()
-    checks.check_greedy_decode(greedy_right)
+    checks.check_most_likely_pair(pair_right)
     checks.check_top_p_filter(top_p_right)
     assert torch.equal(torch.get_rng_state(), state)
 
 
-def test_C9_2_grader_sees_the_library_calls_the_checks_refuse(tmp_path, monkeypatch):
-    import json
-
-    from helpers.grading import record
+def test_C9_2_exercises_1_and_2_forbid_no_function():
+    """Exercise 1 may use any function (next_token_probs); exercise 2's answer, the most likely
+    pair, is computed by no course function, so none is refused (its check takes
+    next_token_probs too)."""
     from tools.grading.spec import spec_for
 
-    log = tmp_path / "log.jsonl"
-    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
-    model = checks._greedy_model(1)
-    tokens = torch.tensor([[1, 2, 3]])
-    record("l9_test_a", _greedy_library, model, tokens, 2)
-    record("l9_test_b", _greedy_library_function, model, tokens, 2)
-    record("l9_test_c", greedy_right, model, tokens, 2)
-    a, b, c = (set(json.loads(line)["calls"]) for line in log.read_text().splitlines())
-    forbid = set(spec_for("l9_ex2").forbid)
-    assert a & forbid and b & forbid and not c & forbid
-    assert not spec_for("l9_ex1").forbid  # exercise 1 may use any function (next_token_probs)
+    assert not spec_for("l9_ex1").forbid and not spec_for("l9_ex2").forbid
 
 
 # ---- context: a sliding window of the last `context` tokens --------------------------------------

@@ -27,7 +27,7 @@ from ..checklist import (
     audit,
 )
 from ..checklist.probe import first_tensor as _first_tensor
-from ..model import TransformerLM
+from ..model import LMConfig, TransformerLM
 from ..params import count_parameters
 from ._core import as_tensor, call_described, fail, passed
 
@@ -50,8 +50,10 @@ __all__ = [
     "check_audit_verdicts",
 ]
 
-#: The small settings every exercise model is built with.
-SETTINGS = dict(vocab_size=100, d_model=32, n_layers=2, n_heads=4, max_len=32)
+#: The small model every exercise model is built with; :data:`SETTINGS` its keywords
+#: (``{"vocab_size": 100, "d_model": 32, "n_layers": 2, "n_heads": 4, "max_len": 32}``).
+AUDIT_MODEL = LMConfig(vocab_size=100, d_model=32, n_layers=2, n_heads=4, max_len=32)
+SETTINGS = AUDIT_MODEL.keywords()
 
 
 def _call(exercise: str, fn, args: tuple, name: str, shown: str):

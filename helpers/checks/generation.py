@@ -3,8 +3,8 @@
 Each check prints a one-line verdict starting with a tick, or raises
 :class:`~helpers.checks.ExerciseFailed` naming what is wrong. No check holds a reference answer
 or prints an expected value: each tests relations the right answer must satisfy (the
-probabilities' log-ratios, the greedy property of every new token, the four properties that
-define the nucleus).
+probabilities' log-ratios, the pair's probability against every other pair's, the four
+properties that define the nucleus).
 
 The three exercises (for the notebook's cells)
 ----------------------------------------------
@@ -21,19 +21,17 @@ Exercise 1 (grade id ``l9_ex1``, C9.2, predict then verify): ``temperature_for(l
     from a seeded ``torch.Generator`` the notebook never uses: e.g. V = 65 at q = 0.5,
     V = 20 float32 at q = 0.95, V = 12 at q = 0.15, and the lesson's prompt's own logits.
 
-Exercise 2 (``l9_ex2``, C9.2): ``greedy_decode(model, tokens, n)``
-    ``model`` a :class:`~helpers.TransformerLM`, ``tokens`` [batch, len] torch.long ids, ``n``
-    an int >= 0; returns [batch, len + n] torch.long: the prompt followed by n tokens, each the
-    argmax over the vocabulary of the logits at the last position of everything so far
-    (``model(seq)[:, -1].argmax(dim=-1)``), appended and fed back. No cropping is needed (the
-    cases stay within max_len). ``model.generate`` and ``helpers.generation``'s functions are
-    refused (here and by the grader, whose profiler sees the course's functions).
-    Check cell: ``generation.check_greedy_decode(greedy_decode)``.
-    Hidden cases record ``greedy_decode(model, tokens, n)`` with models built under hidden seeds
-    in float64, untied and with PyTorch's init so that greedy text does not just repeat one
-    token (``torch.manual_seed(s); TransformerLM(V, d, L, h, max_len=..., tie_weights=False,
-    init="torch").double()``), e.g. a sinusoidal model,
-    batch 3, len 4, n 5; a rotary model, batch 1, len 2, n 8; n = 0 (the prompt itself).
+Exercise 2 (``l9_ex2``, C9.2): ``most_likely_pair(model, tokens)``
+    ``model`` a :class:`~helpers.TransformerLM`, ``tokens`` a 1-D prompt of ids; returns the two
+    ids (a, b) that maximize p(a | prompt) p(b | prompt, a) over all V^2 pairs, each factor the
+    softmax of the logits at the last position: the most likely two-token text, which greedy
+    decoding (the likeliest a, then the likeliest b) often misses. Any function is allowed.
+    Check cell: ``generation.check_most_likely_pair(most_likely_pair)``.
+    Hidden cases record, for each of three models built under hidden seeds (float64, untied,
+    PyTorch's init: ``torch.manual_seed(s); TransformerLM(13, 16, 2, 2, max_len=16,
+    positional=..., tie_weights=False, init="torch").double()``), the answer's pair as ints
+    ``{"a": a, "b": b}`` for each of four prompts drawn with the model (one case per prompt); greedy is not the likeliest pair on about half
+    of such prompts, so a greedy answer loses the points whatever the secret.
 
 Exercise 3 (``l9_ex3``, transfer: nucleus sampling, Holtzman et al. 2020, not shown in the
 lesson): ``top_p_filter(logits, p)``
@@ -59,21 +57,15 @@ from ._core import ExerciseFailed, as_number, as_tensor, call_described, fail, p
 __all__ = [
     "check_temperature_for",
     "top_probability",
-    "check_greedy_decode",
+    "check_most_likely_pair",
+    "pair_log_probs",
     "check_top_p_filter",
     "FORBIDDEN",
 ]
 
 #: The course functions each exercise may not call (the grader's lists in tools/grading/spec.py
 #: are these): they compute the answer outright.
-FORBIDDEN = {
-    "l9_ex2": (
-        "helpers.generation.GenerationMixin.generate",  # model.generate(...)
-        "helpers.generation.generate",
-        "helpers.generation.generate_text",
-        "helpers.generation._cached_logits",
-    ),
-}
+FORBIDDEN: dict[str, tuple[str, ...]] = {}  # none of lesson 9's exercises forbids a function
 
 
 #: A hint added to a verdict when the answer raised an error whose message holds the key.
@@ -228,101 +220,113 @@ def check_temperature_for(temperature_for) -> None:
 # --- exercise 2 ---------------------------------------------------------------------------------
 
 
-def _greedy_model(seed: int, **options) -> TransformerLM:
+def _pair_model(seed: int, **options) -> TransformerLM:
     with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
         torch.manual_seed(seed)
-        # untied, PyTorch's default init: a small untrained tied model tends to repeat one
-        # token, and then a loop that never feeds its tokens back would pass unnoticed
+        # untied, PyTorch's default init: the next-token distributions of such a small untrained
+        # model are spread out enough that the greedy pair is often not the most likely one
         model = TransformerLM(11, 16, 2, 2, max_len=24, tie_weights=False, init="torch", **options)
         return model.double().eval()
 
 
-def check_greedy_decode(greedy_decode) -> None:
-    """Exercise 2 (C9.2): ``greedy_decode(model, tokens, n)`` returns [batch, len + n] torch.long
-    ids, the prompt then n tokens, each the argmax of the logits at the last position of the
-    sequence so far. Tested on small course models: every new token must be the argmax of the
-    model run on everything before it (computed here from the answer's own output), and n = 0
-    must give the prompt back unchanged."""
-    ex = "Exercise 2 (greedy decoding)"
-    # the last case, n = 0, asks for no new token: the prompt comes back as it is, [B, len]
-    cases = ((dict(), 2, 3, 6), (dict(positional="learned"), 1, 4, 5),
-             (dict(positional="rotary"), 3, 2, 7), (dict(), 2, 4, 0))  # fmt: skip
-    for i, (options, batch, length, n) in enumerate(cases):
-        model = _greedy_model(70 + i, **options)
+def _pair_cases():
+    """The visible check's (model, prompt) cases: three models, prompts of 1, 3 and 6 ids each
+    (tests/test_lesson09_generation.py: on some of them the greedy pair is not the likeliest)."""
+    for i, options in enumerate((dict(), dict(positional="learned"), dict(positional="rotary"))):
+        model = _pair_model(70 + i, **options)
         g = torch.Generator().manual_seed(80 + i)
-        tokens = torch.randint(0, model.config.vocab_size, (batch, length), generator=g)
-        before = tokens.clone()
-        name = f"greedy_decode(model, tokens {list(tokens.shape)}, {n})"
-        shown = f"model, tokens {list(tokens.shape)}, {n}"
-        try:
-            got = _call(ex, greedy_decode, (model, tokens, n), "greedy_decode", shown,
-                        FORBIDDEN["l9_ex2"])  # fmt: skip
-        except ExerciseFailed as e:
-            if n == 0 and "raised" in e.problem:
-                fail(ex, f"{e.problem} With n = 0 there is nothing to generate: return the "
-                     f"prompt unchanged, shape [batch, len] = {[batch, length]} (torch.cat of an "
-                     "empty list of new tokens raises, for one: append to the sequence as you "
-                     "go).")  # fmt: skip
-            raise
-        if not torch.equal(tokens, before):
-            fail(ex, f"{name} changed the tokens it was given (in place): build a new tensor.")
-        if got is None:
-            fail(ex, f"{name} returned None: did you forget to `return` the ids?")
-        if not isinstance(got, torch.Tensor):
-            fail(ex, f"{name} should return a torch.Tensor of ids, got a {type(got).__name__}.")
+        for length in (1, 3, 6):
+            yield model, torch.randint(0, model.config.vocab_size, (length,), generator=g)
+
+
+def pair_log_probs(model: TransformerLM, tokens: torch.Tensor) -> torch.Tensor:
+    """Lesson 9, exercise 2 (C9.2). ``[V, V]``: entry (a, b) is
+    log p(a | prompt) + log p(b | prompt, a) for the 1-D prompt ``tokens``, each factor the
+    softmax of the model's logits at the last position (two forward passes, float64)."""
+    with torch.no_grad():
+        first = torch.log_softmax(model(tokens[None])[0, -1].double(), dim=-1)  # [V]
+        vocab = first.shape[0]
+        after = torch.cat([tokens.expand(vocab, -1), torch.arange(vocab)[:, None]], dim=1)
+        second = torch.log_softmax(model(after)[:, -1].double(), dim=-1)  # [V, V]: row a
+    return first[:, None] + second
+
+
+def _as_pair(ex: str, got, name: str, vocab: int) -> tuple[int, int]:
+    if got is None:
+        fail(ex, f"{name} returned None: did you forget to `return` the pair?")
+    if isinstance(got, torch.Tensor):
         if got.is_floating_point():
-            fail(ex, f"{name} returned {got.dtype} values: token ids are integers (torch.long); "
-                 "argmax gives them.")  # fmt: skip
-        if got.dtype != torch.long:
-            fail(ex, f"{name} returned dtype {got.dtype}: return torch.long ids, as the prompt.")
-        if n == 0 and not (tuple(got.shape) == (batch, length) and torch.equal(got, tokens)):
-            fail(ex, f"{name} returned shape {list(got.shape)}"
-                 + ("" if tuple(got.shape) != (batch, length) else " but other ids")
-                 + f": with n = 0 it must return the prompt unchanged, [batch, len] = "
-                 f"{[batch, length]}.")  # fmt: skip
-        if tuple(got.shape) == (batch, n):
-            fail(ex, f"{name} returned only the {n} new tokens, shape {list(got.shape)}: return "
-                 f"the prompt followed by them, [batch, len + n] = {[batch, length + n]}.")  # fmt: skip
-        if tuple(got.shape) != (batch, length + n):
-            fail(ex, f"{name} has shape {list(got.shape)}; it should be [batch, len + n] = "
-                 f"{[batch, length + n]}: the prompt followed by n new tokens.")  # fmt: skip
-        if not torch.equal(got[:, :length], tokens):
-            fail(ex, f"{name} does not start with the prompt: return the prompt followed by the "
-                 "new tokens.")  # fmt: skip
-        vocab = model.config.vocab_size
-        if got.min() < 0 or got.max() >= vocab:
-            fail(ex, f"{name} holds ids outside 0..{vocab - 1}: an argmax without dim= flattens "
-                 "the batch; take argmax(dim=-1) over the vocabulary.")  # fmt: skip
+            fail(ex, f"{name} returned {got.dtype} values: return two token ids (whole numbers).")
+        if got.numel() == 1:
+            fail(ex, f"{name} returned one number: return the two ids (a, b); an index into the "
+                     "flattened V x V table is a, b = divmod(index, V).")  # fmt: skip
+        got = got.flatten().tolist()
+    if isinstance(got, int):
+        fail(ex, f"{name} returned one number: return the two ids (a, b); an index into the "
+                 "flattened V x V table is a, b = divmod(index, V).")  # fmt: skip
+    try:
+        pair = list(got)
+    except TypeError:
+        fail(ex, f"{name} should return two ids (a, b), got a {type(got).__name__}.")
+    if len(pair) != 2:
+        fail(ex, f"{name} returned {len(pair)} values: return the two ids (a, b).")
+    ids = []
+    for v in pair:
+        v = v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < vocab:
+            fail(ex, f"{name} returned {pair!r}: each of a and b must be a token id, a whole "
+                     f"number in 0..{vocab - 1}.")  # fmt: skip
+        ids.append(int(v))
+    return ids[0], ids[1]
+
+
+def check_most_likely_pair(most_likely_pair) -> None:
+    """Exercise 2 (C9.2): ``most_likely_pair(model, tokens)`` returns the two ids (a, b) that
+    maximize p(a | prompt) p(b | prompt, a) over all V^2 pairs, for a 1-D prompt ``tokens``.
+    Tested on small course models (float64, no ties) and nine prompts, among them prompts where
+    the greedy pair (the likeliest a, then the likeliest b after it) is not the likeliest pair:
+    the answer's pair must have the largest probability (:func:`pair_log_probs`, all pairs
+    computed here). A wrong pair is matched against the usual mistakes: greedy, the second step
+    alone, logits added without their softmax."""
+    ex = "Exercise 2 (the most likely pair)"
+    for model, tokens in _pair_cases():
+        vocab, length = model.config.vocab_size, len(tokens)
+        table = pair_log_probs(model, tokens)  # [V, V]
         with torch.no_grad():
-            for t in range(length, length + n):
-                logits = model(got[:, :t])  # [B, t, V]
-                right = logits[:, -1].argmax(-1)  # [B]
-                if torch.equal(got[:, t], right):
-                    continue
-                where = f"{name}: the token at position {t} is not the argmax"
-                if torch.equal(got[:, t], logits[:, 0].argmax(-1)) and t > 1:
-                    fail(ex, f"{where}: it is the prediction of the first position; the next "
-                         "token comes from the last one, logits[:, -1].")  # fmt: skip
-                if batch > 1 and torch.equal(got[:, t], logits[:, -1].argmax(0)[:batch]):
-                    fail(ex, f"{where}: argmax ran over the batch axis; take it over the "
-                         "vocabulary, argmax(dim=-1).")  # fmt: skip
-                first = model(tokens)[:, -1].argmax(-1)
-                if torch.equal(got[:, t], first) and t > length:
-                    fail(ex, f"{where}: it repeats the prediction after the prompt; feed each "
-                         "new token back and run the model on the longer sequence.")  # fmt: skip
-                fail(ex, f"{where} of the logits at the last position of the sequence before it "
-                     "(model(seq)[:, -1].argmax(dim=-1)).")  # fmt: skip
-        again = call_described(ex, greedy_decode, (model, tokens, n), name="greedy_decode",
-                               shown=shown)  # fmt: skip
-        if not isinstance(again, torch.Tensor) or not torch.equal(again, got):
-            fail(ex, f"{name} gave different ids on a second call: greedy decoding draws "
-                 "nothing at random.")  # fmt: skip
-    passed(
-        ex,
-        "the prompt comes back first and every new token is the argmax of the model run on "
-        "the sequence before it, for three models (sinusoidal, learned, rotary) and batches "
-        "of 1 to 3.",
-    )
+            logits_first = model(tokens[None])[0, -1]  # [V]
+            after = torch.cat([tokens.expand(vocab, -1), torch.arange(vocab)[:, None]], 1)
+            logits_second = model(after)[:, -1]  # [V, V]
+        a0 = int(logits_first.argmax())
+        greedy = (a0, int(logits_second[a0].argmax()))
+        before = tokens.clone()
+        name = f"most_likely_pair(model, tokens of length {length})"
+        got = call_described(ex, most_likely_pair, (model, tokens), name="most_likely_pair",
+                             shown=f"model, tokens of length {length}")  # fmt: skip
+        if not torch.equal(tokens, before):
+            fail(ex, f"{name} changed the tokens it was given (in place): build new tensors.")
+        a, b = _as_pair(ex, got, name, vocab)
+        if table[a, b] >= table.max() - 1e-12:
+            continue
+        where = f"{name}: another pair is more likely than the one you returned"
+        if (a, b) == greedy:
+            fail(ex, f"{where}, which is the greedy pair (the likeliest a, then the likeliest "
+                     "b after it): a less likely first character can be followed by a much "
+                     "likelier second one. Compare p(a) p(b | a) over all pairs.")  # fmt: skip
+        if (a, b) == divmod(int((logits_first[:, None] + logits_second).argmax()), vocab):
+            fail(ex, f"{where}: you added raw logits; logits are not log-probabilities "
+                     "(each step's softmax divides by its own sum). Take log_softmax (or "
+                     "softmax) of each step first.")  # fmt: skip
+        if (a, b) == divmod(int(logits_second.argmax()), vocab) or (
+            (a, b) == divmod(int(torch.log_softmax(logits_second, -1).argmax()), vocab)
+        ):
+            fail(ex, f"{where}: it is the likeliest second step alone; the probability of "
+                     "the pair also holds p(a | prompt).")  # fmt: skip
+        fail(ex, f"{where} (all {vocab}^2 pairs searched here): its probability is "
+                 f"p(a | prompt) p(b | prompt, a), each factor the softmax of the logits "
+                 "at the last position.")  # fmt: skip
+    passed(ex, "your pair is the most likely continuation for nine prompts to three models "
+               "(sinusoidal, learned, rotary), some of them prompts where greedy decoding picks "
+               "another pair.")  # fmt: skip
 
 
 # --- exercise 3 (transfer): nucleus (top-p) sampling ---------------------------------------------

@@ -19,13 +19,14 @@ names it), so whatever the audit finds here it finds by observing the model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .. import _validate as check
+from ..model import LMConfig
 
 __all__ = ["GPTConfig", "GPT", "Block", "MLP", "CausalSelfAttention"]
 
@@ -54,6 +55,37 @@ class GPTConfig:
             )
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+
+    def lm_config(self) -> LMConfig:
+        """Lesson 10. The course's :class:`~helpers.model.LMConfig` of this shape (learned
+        positions, pre-norm, GELU, tied, GPT-2's N(0, 0.02^2) init): the same parameter count
+        with ``bias=True``. Not the same model: ``dropout``, ``bias=False``, the tanh GELU and the
+        1/sqrt(2 L) residual init have no LMConfig field."""
+        return LMConfig(
+            vocab_size=self.vocab_size, d_model=self.n_embd, n_layers=self.n_layer,
+            n_heads=self.n_head, max_len=self.block_size, positional="learned", init="gpt2",
+        )  # fmt: skip
+
+    @classmethod
+    def from_lm_config(cls, config: LMConfig, **settings) -> GPTConfig:
+        """Lesson 10. The GPTConfig of an :class:`~helpers.model.LMConfig`'s sizes, in GPT-2's
+        names (``settings``: ``dropout``, ``bias``); the LMConfig's options must be what this
+        GPT is (learned positions, pre-norm LayerNorm, GELU, 4 d_model wide, tied), else a
+        ValueError names the first that differs."""
+        if not isinstance(config, LMConfig):
+            raise TypeError(f"config must be a helpers.model.LMConfig, got {type(config).__name__}")
+        sizes = {"vocab_size": config.vocab_size, "n_embd": config.d_model}
+        sizes |= {"n_layer": config.n_layers, "n_head": config.n_heads}
+        gpt = cls(block_size=config.max_len, **sizes, **settings)
+        want = asdict(gpt.lm_config())
+        for name, value in asdict(config).items():
+            if name in ("init", "scale_embeddings") or (name == "d_ff" and value == 4 * gpt.n_embd):
+                continue  # how the weights are drawn; d_ff given as the width it is
+            if value != want[name]:
+                raise ValueError(
+                    f"config.{name} must be {want[name]!r} for this GPT, got {value!r}"
+                )
+        return gpt
 
 
 class CausalSelfAttention(nn.Module):

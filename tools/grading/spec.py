@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The visible checks of these lessons refuse the same calls the grade does: one list, kept there.
-from helpers.checks import depth, generation, position, residual, tying
+from helpers.checks import depth, position, residual, tying
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,7 @@ _COURSE_NORMS = tuple(
 #: answer does not launder it. Checked that no honest route passes through such a helper: the
 #: callers of apply_rotary/rotation_matrix and alibi_bias/alibi_slopes (l4b_ex1, l4b_ex2) are
 #: attention, generation's cache and the position widget; of RMSNorm (l5b_ex1), make_norm and the
-#: blocks and models built with norm="rms"; of generate/_cached_logits (l9_ex2), generate_text,
-#: model.generate and the generation widget, none of which a greedy loop over model(ids) calls.
+#: blocks and models built with norm="rms".
 SPECS: dict[str, Spec] = {
     # lesson 4 (core): ex 1 a pair index, ex 2 an offset (whole numbers, compared exactly), ex 3
     # a probe's verdicts (bools): the defaults. Its companion 04b: ex 1 and 2 (C4.8) write rotary
@@ -78,10 +77,25 @@ SPECS: dict[str, Spec] = {
     # lesson 5: ex 1 predicts layer norm's output (no x to compute it from: nothing forbidden),
     # ex 2 and 3 the defaults. Its companion 05b: ex 1 gets RMSNorm from a layer norm: RMSNorm
     # itself and its formula's arithmetic are refused (helpers.checks.residual.FORBIDDEN and
-    # FORBIDDEN_MATCHING, which the visible check refuses too); ex 2 (bools) the defaults
+    # FORBIDDEN_MATCHING, which the visible check refuses too); ex 2 (bools) below
     "l5b_ex1": Spec(
         forbid=residual.FORBIDDEN["l5b_ex1"],
         forbid_matching=residual.FORBIDDEN_MATCHING["l5b_ex1"],
+    ),
+    # ex 2: the pair recorded by name (the hidden test's _named), each part described
+    "l5b_ex2": Spec(
+        expected=(
+            (
+                "same_after_shift",
+                "True exactly when the norm's output stays the same (allclose, rtol = atol = "
+                "1e-4) after one constant is added to every feature of each token",
+            ),
+            (
+                "same_after_scale",
+                "True exactly when the norm's output stays the same (allclose, rtol = atol = "
+                "1e-4) after each token is multiplied by a positive factor",
+            ),
+        ),
     ),
     # RMSNorm from the formula (lesson 5's exercise 4 until its companion 05b took C5.8; no
     # notebook uses it now: tests/test_grading.py's synthetic lesson grades under it): the
@@ -102,11 +116,21 @@ SPECS: dict[str, Spec] = {
     # (numel, size, len, .shape/.nbytes are __get__, ...), aten overloads too (checked); the
     # visible check refuses the same names (helpers.checks.depth._MODEL_CALLS)
     "l7_ex1": Spec(forbid=depth.FORBIDDEN["l7_ex1"]),
-    # lesson 6: ex 1 (M, c) of the block without its nonlinearity, the defaults (nothing is
+    # lesson 6: ex 1 (M, c) of the block without its nonlinearity, recorded by name (nothing is
     # forbidden: probing the map with the identity is honest too); ex 2 the hidden test records
     # the answer's distance to the nearest peak of |f - g| (on its own 200001-point grid, pairs,
     # scales and ranges drawn from the secret): within 0.005 of the solution's (about 0), the
     # tolerance the exercise states; ex 3 lists of bools, the defaults
+    "l6_ex1": Spec(  # the pair recorded by name (the hidden test's _named), each part described
+        expected=(
+            (
+                "M",
+                "the [d_model, d_model] matrix of the single linear map x M + c that equals the "
+                "block without its nonlinearity, (x W1 + b1) W2 + b2, for every x",
+            ),
+            ("c", "the [d_model] offset of that same map (what it gives at x = 0)"),
+        ),
+    ),
     "l6_ex2": Spec(
         rtol=0.0,
         atol=0.005,
@@ -133,21 +157,20 @@ SPECS: dict[str, Spec] = {
     # behaviour, the defaults; ex 3 the cosine within the tolerance the exercise states, the one
     # the visible check uses (helpers.checks.tying.COSINE_TOLERANCE)
     "l8_ex3": Spec(rtol=0.0, atol=tying.COSINE_TOLERANCE),
-    # lesson 9 (the visible checks refuse the same names: helpers.checks.generation.FORBIDDEN):
-    # ex 1 the temperature for a top probability: the defaults (its hidden cases record the top
-    # probability at the answer's T, any function allowed); ex 2 the greedy loop, not
-    # model.generate or helpers.generation's functions (ids compared exactly); ex 3 top-p, the
-    # defaults
+    # lesson 9: ex 1 the temperature for a top probability: the defaults (its hidden cases record
+    # the top probability at the answer's T, any function allowed); ex 2 the most likely pair of
+    # next ids (the hidden test records the answer's pair for each prompt, as ints a and b,
+    # compared exactly; any function allowed: no course function computes it); ex 3 top-p, the defaults
     "l9_ex2": Spec(
         rtol=0.0,
         atol=0.0,
-        forbid=generation.FORBIDDEN["l9_ex2"],
         expected=(
             (
-                "the answer",
-                "the prompt followed by n ids, each the argmax of the logits at the last position "
-                "of the text so far",
+                "a",
+                "the first id of the pair (a, b) with the largest p(a | prompt) p(b | prompt, a) "
+                "among all V^2 pairs (not always the greedy pair's first id)",
             ),
+            ("b", "the second id of that same pair, the likeliest pair of next ids"),
         ),
     ),
     # the capstone: a repair keeps the model it was given (a fresh model would draw new weights),
