@@ -1,4 +1,6 @@
-"""Shared test set-up: a headless matplotlib, deterministic torch, and a guard on open figures.
+"""Shared test set-up: a headless matplotlib, deterministic torch, a guard on open figures, one
+torch thread for files of tiny tensors, one Playwright driver and one Chromium per test process,
+and the course's wheel and a student's fresh venv, built once per test process.
 
 How the suite is spread over pytest-xdist's workers is in the repository's root conftest.py."""
 
