@@ -6,7 +6,9 @@ One module per lesson idea:
 * lesson 5, :mod:`helpers.normalization`, :mod:`helpers.diagnostics`: residuals, layer norm
 * lesson 6, :mod:`helpers.feedforward`: the feed-forward block
 * lesson 7, :mod:`helpers.blocks`: the block, and stacking
-* lesson 8, :mod:`helpers.model`, :mod:`helpers.params`: embeddings, output, weight tying
+* lesson 8, :mod:`helpers.model`, :mod:`helpers.params`: embeddings, output, weight tying;
+  :mod:`helpers.convert` (going further): GPT-2's and Llama's checkpoints in the course's model,
+  :mod:`helpers.compare`: the two compared layer by layer
 * lesson 9, :mod:`helpers.generation`: from logits to text (greedy, temperature, top-k)
 * lessons 4, 5, 8 and 9: :mod:`helpers.text` (the shipped text, the character tokenizer) and
   :mod:`helpers.training` (the course's one training loop)
@@ -19,6 +21,8 @@ One module per lesson idea:
 from .attention import MultiHeadAttention, attention_weights, scaled_dot_product_attention
 from .blocks import TransformerBlock, make_stack
 from .checklist import AuditReport, audit
+from .compare import compare_hidden_states
+from .convert import from_huggingface, to_huggingface
 from .diagnostics import gradient_norms, next_token_loss
 from .feedforward import FeedForward, gelu, gelu_tanh, relu, silu, swiglu_hidden
 from .generation import generate, generate_text, next_token_probs
@@ -72,6 +76,9 @@ __all__ = [
     "LMConfig",
     "GPT2_SMALL",
     "init_weights",
+    "from_huggingface",
+    "to_huggingface",
+    "compare_hidden_states",
     "count_parameters",
     "parameter_breakdown",
     "gradient_norms",

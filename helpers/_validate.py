@@ -8,7 +8,9 @@ traceback from deep inside PyTorch.
 from __future__ import annotations
 
 import numbers
+import threading
 from collections.abc import Iterable
+from contextlib import contextmanager
 
 import torch
 
@@ -109,3 +111,31 @@ def token_ids(name: str, tokens, vocab_size: int) -> torch.Tensor:
                 f"got values from {lo} to {hi}"
             )
     return tokens
+
+
+class _Pass(threading.local):
+    depth = 0
+
+
+_PASS = _Pass()
+
+
+@contextmanager
+def model_pass():
+    """Inside the ``with`` block a model's forward pass runs on inputs its public entry point
+    (``TransformerLM.forward``/``loss``, ``TransformerBlock.forward``) has already checked: the
+    course's layers called in it skip their own argument checks (:func:`checking` is False) and
+    compute with torch's fused kernels (``F.layer_norm``, ``F.gelu``,
+    ``F.scaled_dot_product_attention``), the same formulas. Called on their own, the layers check
+    their arguments and compute from the formula, as the lessons build them."""
+    _PASS.depth += 1
+    try:
+        yield
+    finally:
+        _PASS.depth -= 1
+
+
+def checking() -> bool:
+    """True unless inside :func:`model_pass`: a layer checks its arguments (and computes from its
+    formula) only when called on its own."""
+    return not _PASS.depth

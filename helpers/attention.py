@@ -9,10 +9,10 @@ n_heads heads of size d_k = d_model / n_heads, attends in each head, concatenate
 projects back with W_O, so it maps [batch, n, d_model] to [batch, n, d_model].
 
 Position can enter here instead of being added to the embeddings (C4.8; the sheet's K1 rules it
-out): ``positional="rotary"`` turns each head's queries and keys by lesson 4's R_p before the
-scores, ``positional="alibi"`` adds ``-m_h |p - q|`` to the scores of head h::
+out): ``positional="rotary"`` turns each head's queries and keys the way RoFormer and Llama do
+before the scores, ``positional="alibi"`` adds ``-m_h |p - q|`` to the scores of head h::
 
-    rotary:  softmax((R_p q_p)·(R_q k_q) / sqrt(d_k))             (R_p: lesson 4's rotation)
+    rotary:  softmax((R_(-p) q_p)·(R_(-q) k_q) / sqrt(d_k))       (R_p: lesson 4's rotation)
     alibi:   softmax(q_p·k_q / sqrt(d_k) - m_h |p - q|)          (m_h: the slope of head h)
 """
 
@@ -23,6 +23,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from . import _validate as check
 from .positional import alibi_bias, apply_rotary
@@ -139,6 +140,18 @@ def scaled_dot_product_attention(q, k, v, causal: bool = False, bias=None):
     return weights @ v, weights  # [..., n, d_v], [..., n, m]
 
 
+def _fused_attention(q, k, v, causal: bool, bias) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d_k) + bias) v`` by torch's fused kernel, on checked inputs:
+    the causal mask as ``is_causal`` (or, with a bias, -inf above the diagonal of the bias)."""
+    if bias is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    if causal:
+        n, m = bias.shape[-2:]
+        future = torch.ones(n, m, dtype=torch.bool, device=q.device).triu(1)  # [n, m], j > i
+        bias = bias.masked_fill(future, float("-inf"))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
 class MultiHeadAttention(nn.Module):
     """Lesson 7 (used in lesson 4 without position: C4.1 unmasked, C4.9 causal). Multi-head
     self-attention.
@@ -150,7 +163,7 @@ class MultiHeadAttention(nn.Module):
 
     ``positional`` is what attention itself does with position (C4.8): ``"none"`` (the default,
     the sheet's design: position, if any, was added to the embeddings), ``"rotary"`` (each head's
-    q and k turned by lesson 4's R_p with :func:`helpers.apply_rotary`, so d_head must be even)
+    q and k turned by R_(-p) with :func:`helpers.apply_rotary`, so d_head must be even)
     or ``"alibi"`` (``-m_h |p - q|`` added to head h's scores, :func:`helpers.alibi_bias`; any
     n_heads). Neither adds a parameter.
     """
@@ -197,21 +210,38 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = t.shape
         return t.view(b, n, self.n_heads, self.d_head).transpose(1, 2)  # [B, h, n, d_head]
 
+    #: Inside a model's pass (:func:`helpers._validate.model_pass`) attention is computed by
+    #: torch's fused ``F.scaled_dot_product_attention`` and the weights are not formed, so
+    #: ``last_weights`` is None; set ``keep_weights = True`` (on the module or the class) to
+    #: compute them from the formula there too. Called on its own the layer always keeps them.
+    keep_weights = False
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
-        check.floating_like("x", x, self.q_proj.weight.dtype)
+        """x [batch, n, d_model] -> [batch, n, d_model]. Called on its own: checks x, computes
+        ``softmax(q k^T / sqrt(d_k) + bias) v`` from the formula and keeps the weights. Inside a
+        model's pass (checked at its entry): torch's fused attention, with ``is_causal`` for the
+        causal mask, ALiBi's bias (masked) as ``attn_mask``, rotary applied to q and k before it;
+        the explicit weights only if ``keep_weights``."""
+        fused = not check.checking() and not self.keep_weights
+        if check.checking():
+            check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+            check.floating_like("x", x, self.q_proj.weight.dtype)
         b, n, d = x.shape
         q = self._split(self.q_proj(x))  # [B, h, n, d_head]
         k = self._split(self.k_proj(x))  # [B, h, n, d_head]
         v = self._split(self.v_proj(x))  # [B, h, n, d_head]
         bias = None
-        if self.positional == "rotary":  # C4.8: q_p -> R_p q_p, k_q -> R_q k_q, in every head
+        if self.positional == "rotary":  # C4.8: q_p -> R_(-p) q_p, k_q -> R_(-q) k_q, each head
             q = apply_rotary(q, base=self.rotary_base)  # [B, h, n, d_head]
             k = apply_rotary(k, base=self.rotary_base)  # [B, h, n, d_head]
         elif self.positional == "alibi":  # C4.8: -m_h |p - q| on head h's scores
             bias = alibi_bias(self.n_heads, n, dtype=q.dtype, device=q.device)  # [h, n, n]
-        out, weights = scaled_dot_product_attention(q, k, v, self.causal, bias)  # [B, h, n, d_head]
-        self.last_weights = weights.detach()  # [B, h, n, n]
+        if fused:
+            out = _fused_attention(q, k, v, self.causal, bias)  # [B, h, n, d_head]
+            self.last_weights = None
+        else:
+            out, weights = scaled_dot_product_attention(q, k, v, self.causal, bias)
+            self.last_weights = weights.detach()  # [B, h, n, n]
         out = out.transpose(1, 2).reshape(b, n, d)  # [B, n, d_model]: heads concatenated
         return self.out_proj(out)  # [B, n, d_model]
 

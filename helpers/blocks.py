@@ -37,6 +37,9 @@ class TransformerBlock(nn.Module):
     feed-forward block, ``d_ff`` defaults to 4 * d_model. ``norm_type`` is "layer" (LayerNorm,
     the default) or "rms" (RMSNorm, C5.8); ``positional`` is what the attention does with position
     itself: "none" (the default), "rotary" or "alibi" (C4.8, see :class:`MultiHeadAttention`).
+    ``bias=False`` drops every Linear's bias (Llama). Lesson 8's converters also set
+    ``rotary_base`` (rotary's base, 10000 by default), ``norm_eps`` (None: the norm's default)
+    and ``d_hidden`` (SwiGLU's explicit hidden width, see :class:`FeedForward`).
     """
 
     def __init__(
@@ -51,16 +54,20 @@ class TransformerBlock(nn.Module):
         *,
         norm_type: str = "layer",
         positional: str = "none",
+        rotary_base: float = 10000.0,
+        norm_eps: float | None = None,
+        d_hidden: int | None = None,
     ):
         super().__init__()
         self.d_model = check.positive_int("d_model", d_model)
         check.choice("norm_type", norm_type, NORM_TYPES)  # before any weight is drawn
         check.choice("positional", positional, ATTENTION_POSITIONAL)
-        mha = MultiHeadAttention(d_model, n_heads, causal=causal, bias=bias, positional=positional)
-        self.attn = Residual(mha, d_model, norm, norm_type)
-        self.ffn = Residual(
-            FeedForward(d_model, d_ff, activation, bias=bias), d_model, norm, norm_type
+        mha = MultiHeadAttention(
+            d_model, n_heads, causal, bias, positional=positional, rotary_base=rotary_base
         )
+        self.attn = Residual(mha, d_model, norm, norm_type, norm_eps)
+        ffn = FeedForward(d_model, d_ff, activation, bias, d_hidden=d_hidden)
+        self.ffn = Residual(ffn, d_model, norm, norm_type, norm_eps)
 
     @property
     def norm_placement(self) -> str:
@@ -83,10 +90,12 @@ class TransformerBlock(nn.Module):
         return self.ffn.sublayer
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
-        check.floating_like("x", x, self.attention.q_proj.weight.dtype)
-        x = self.attn(x)  # [B, n, d]: attention mixes positions, residual adds it to the stream
-        x = self.ffn(x)  # [B, n, d]: the feed-forward reshapes each position on its own
+        if check.checking():  # the block's entry; its layers run without re-checking, fused
+            check.tensor("x", x, ndim=3, last_dim=self.d_model, layout="[batch, n, d_model]")
+            check.floating_like("x", x, self.attention.q_proj.weight.dtype)
+        with check.model_pass():
+            x = self.attn(x)  # [B, n, d]: attention mixes positions, residual adds it to the stream
+            x = self.ffn(x)  # [B, n, d]: the feed-forward reshapes each position on its own
         return x
 
 

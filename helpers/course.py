@@ -165,7 +165,8 @@ def estimated_minutes(notebook) -> dict:
     that calls ``…_explorer(``; exercises are nbgrader solution cells, each of which must state
     ``metadata["course"]["minutes"]`` between 5 and 25 (a ``ValueError`` says which does not).
     The cell tagged ``course-setup`` (tools/colab_cell.py: installs the course on Colab) is not
-    counted.
+    counted, nor a core notebook's optional part: every cell from a markdown cell opening with the
+    heading ``## Going further`` on (counted apart, ``further``: its minutes by the same model).
     """
     import json
     import re
@@ -175,7 +176,26 @@ def estimated_minutes(notebook) -> dict:
     words = code = explorers = 0
     exercises: list[float] = []
     low, high = MINUTES["exercise"]
-    for cell in nb["cells"]:
+    cells = list(nb["cells"])
+    start = next(
+        (
+            i
+            for i, c in enumerate(cells)
+            if c["cell_type"] == "markdown"
+            and "".join(c.get("source", "")).lower().startswith("## going further")
+        ),
+        len(cells),
+    )
+    further = 0.0
+    if start < len(
+        cells
+    ):  # the optional part, counted as a notebook of its own (its heading aside)
+        rest = [{"cell_type": "markdown", "source": ""}, *cells[start + 1 :]]
+        heading = len("".join(cells[start].get("source", "")).split())
+        further = (
+            estimated_minutes({"cells": rest})["total"] + heading / MINUTES["words_per_minute"]
+        )
+    for cell in cells[:start]:
         source = "".join(cell.get("source", ""))
         if "course-setup" in cell.get("metadata", {}).get("tags", []):
             continue  # the install cell for Colab and Kaggle (tools/colab_cell.py): no lesson time
@@ -205,4 +225,5 @@ def estimated_minutes(notebook) -> dict:
         "code_cells": code,
         "n_exercises": len(exercises),
         "total": sum(parts.values()),
+        "further": further,
     }

@@ -27,6 +27,7 @@ import math
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from . import _validate as check
 
@@ -42,7 +43,8 @@ __all__ = [
     "trace_shapes",
 ]
 
-ACTIVATIONS = ("relu", "gelu", "swiglu")
+#: "gelu_tanh" is GELU's tanh form, as GPT-2 computes it (Hugging Face's ``gelu_new``).
+ACTIVATIONS = ("relu", "gelu", "swiglu", "gelu_tanh")
 
 
 def relu(x: torch.Tensor) -> torch.Tensor:
@@ -79,7 +81,11 @@ def swiglu_hidden(d_ff: int) -> int:
 
 
 def ffn_parameter_count(
-    d_model: int, d_ff: int | None = None, activation: str = "relu", bias: bool = True
+    d_model: int,
+    d_ff: int | None = None,
+    activation: str = "relu",
+    bias: bool = True,
+    d_hidden: int | None = None,
 ) -> int:
     """Lesson 6 (C6.3). Parameters of ``FeedForward(d_model, d_ff, activation)``, from the formula.
 
@@ -87,19 +93,40 @@ def ffn_parameter_count(
     = ``2 d_model d_ff + d_ff + d_model``.
     SwiGLU: W1, W3 [d_model, h] + b1, b3 [h] + W2 [h, d_model] + b2 [d_model]
     = ``3 d_model h + 2 h + d_model`` with ``h = swiglu_hidden(d_ff)``.
-    Without biases (``bias=False``) only the matrix terms remain. Nothing is built, so this is
-    instant for any size; the tests check it against ``count_parameters(FeedForward(...))``.
+    Without biases (``bias=False``) only the matrix terms remain; ``d_hidden`` is SwiGLU's
+    explicit hidden width (as :class:`FeedForward`). Nothing is built, so this is instant for any
+    size; the tests check it against ``count_parameters(FeedForward(...))``.
     """
     d_model = check.positive_int("d_model", d_model)
     d_ff = 4 * d_model if d_ff is None else check.positive_int("d_ff", d_ff)
     check.choice("activation", activation, ACTIVATIONS)
+    d_hidden = _explicit_hidden(d_hidden, activation)
     if activation == "swiglu":
-        h = swiglu_hidden(d_ff)
+        h = swiglu_hidden(d_ff) if d_hidden is None else d_hidden
         return 3 * d_model * h + (2 * h + d_model if bias else 0)
     return 2 * d_model * d_ff + (d_ff + d_model if bias else 0)
 
 
-_ACT_FN = {"relu": relu, "gelu": gelu}
+_ACT_FN = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}
+#: The same activations as torch's fused kernels, used inside a model's pass (checks skipped).
+_FUSED_FN = {
+    "relu": lambda x: F.relu(x),
+    "gelu": lambda x: F.gelu(x),
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+def _explicit_hidden(d_hidden, activation: str) -> int | None:
+    """SwiGLU's explicit hidden width, or None; refused for the two-matrix activations, whose
+    hidden width is d_ff itself."""
+    if d_hidden is None:
+        return None
+    if activation != "swiglu":
+        raise ValueError(
+            f"d_hidden sets SwiGLU's hidden width (Llama's intermediate_size); with "
+            f"activation={activation!r} the hidden width is d_ff: give d_ff={d_hidden} instead"
+        )
+    return check.positive_int("d_hidden", d_hidden)
 
 
 def _check_input(x, d_model: int, dtype: torch.dtype) -> None:
@@ -112,9 +139,11 @@ class FeedForward(nn.Module):
     """Lesson 6 (C6.1-C6.4). The position-wise feed-forward block.
 
     ``activation="relu"``: ``max(0, x W1 + b1) W2 + b2`` (the paper).
-    ``activation="gelu"``: ``gelu(x W1 + b1) W2 + b2`` (GPT-1, BERT, GPT-2; exact erf form).
+    ``activation="gelu"``: ``gelu(x W1 + b1) W2 + b2`` (exact erf form).
+    ``activation="gelu_tanh"``: the same with :func:`gelu_tanh`, GELU's tanh form (GPT-2's code).
     ``activation="swiglu"``: ``(silu(x W1 + b1) * (x W3 + b3)) W2 + b2`` with hidden width
-    ``swiglu_hidden(d_ff)`` = round(2/3 * d_ff).
+    ``swiglu_hidden(d_ff)`` = round(2/3 * d_ff), or ``d_hidden`` when given (Llama's
+    ``intermediate_size``, lesson 8's converters). ``bias=False``: no b1, b2, b3.
 
     ``d_ff`` defaults to 4 * d_model. ``self.d_hidden`` is the width actually used.
     Works on any [..., d_model] input: the last axis is transformed, every other axis is a
@@ -122,13 +151,22 @@ class FeedForward(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, d_ff: int | None = None, activation: str = "relu", bias: bool = True
+        self,
+        d_model: int,
+        d_ff: int | None = None,
+        activation: str = "relu",
+        bias: bool = True,
+        *,
+        d_hidden: int | None = None,
     ):
         super().__init__()
         self.d_model = check.positive_int("d_model", d_model)
         self.d_ff = 4 * self.d_model if d_ff is None else check.positive_int("d_ff", d_ff)
         self.activation = check.choice("activation", activation, ACTIVATIONS)
-        self.d_hidden = swiglu_hidden(self.d_ff) if activation == "swiglu" else self.d_ff
+        explicit = _explicit_hidden(d_hidden, self.activation)
+        self.d_hidden = (
+            self.d_ff if activation != "swiglu" else explicit or swiglu_hidden(self.d_ff)
+        )
         self.w1 = nn.Linear(self.d_model, self.d_hidden, bias=bias)  # expand: d_model -> d_hidden
         if activation == "swiglu":
             self.w3 = nn.Linear(self.d_model, self.d_hidden, bias=bias)  # the gated "up" branch
@@ -136,6 +174,11 @@ class FeedForward(nn.Module):
 
     def hidden(self, x: torch.Tensor) -> torch.Tensor:
         """The activated hidden layer, [..., d_hidden]."""
+        if not check.checking():  # inside a model's pass: checked at its entry, fused kernels
+            if self.activation == "swiglu":
+                return F.silu(self.w1(x)) * self.w3(x)  # [..., d_hidden]
+            act = _FUSED_FN.get(self.activation) or _ACT_FN[self.activation]
+            return act(self.w1(x))  # [..., d_hidden]
         _check_input(x, self.d_model, self.w1.weight.dtype)
         if self.activation == "swiglu":
             return silu(self.w1(x)) * self.w3(x)  # [..., d_hidden]

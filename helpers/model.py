@@ -67,6 +67,12 @@ class LMConfig:
     again; :meth:`resolved` fills them in. Each field is checked when the config is made, with an
     error naming it. A new option of the model is one more field here (with its default) and one
     more keyword of :class:`TransformerLM`; the checkpoint and the experiments follow.
+
+    The options a real checkpoint needs (lesson 8, going further: :mod:`helpers.convert`):
+    ``bias`` (False: no bias in any Linear, as Llama), ``d_hidden`` (SwiGLU's hidden width, e.g.
+    Llama's intermediate_size; None: round(2/3 d_ff)), ``norm_eps`` (the norms' epsilon; None:
+    1e-5 for LayerNorm, 1e-6 for RMSNorm) and ``rotary_base`` (rotary's base, 10000).
+    ``activation="gelu_tanh"`` is GPT-2's GELU.
     """
 
     vocab_size: int
@@ -82,6 +88,10 @@ class LMConfig:
     norm_type: str = "layer"
     init: str | None = None
     scale_embeddings: bool | None = None
+    bias: bool = True
+    d_hidden: int | None = None
+    norm_eps: float | None = None
+    rotary_base: float = 10000.0
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len"):
@@ -101,6 +111,20 @@ class LMConfig:
                 f"scale_embeddings must be True, False or None (the default for the positional "
                 f"scheme), got {self.scale_embeddings!r}"
             )
+        if not isinstance(self.bias, bool):
+            raise TypeError(f"bias must be True or False, got {self.bias!r}")
+        if self.d_hidden is not None:
+            if self.activation != "swiglu":
+                raise ValueError(
+                    f"d_hidden sets SwiGLU's hidden width; with activation={self.activation!r} "
+                    f"the hidden width is d_ff: give d_ff={self.d_hidden} instead"
+                )
+            object.__setattr__(self, "d_hidden", check.positive_int("d_hidden", self.d_hidden))
+        if self.norm_eps is not None:
+            object.__setattr__(self, "norm_eps", check.positive_float("norm_eps", self.norm_eps))
+        object.__setattr__(
+            self, "rotary_base", check.positive_float("rotary_base", self.rotary_base)
+        )
 
     def keywords(self) -> dict:
         """The fields a model needs besides its defaults, as :class:`TransformerLM` keywords: the
@@ -226,7 +250,10 @@ class TransformerLM(nn.Module, GenerationMixin):
     the first block), ``n_layers`` causal :class:`TransformerBlock`, a final LayerNorm for
     pre-norm, and the output projection d_model -> vocab_size (no bias). With
     ``tie_weights=True`` the projection's weight *is* the embedding's weight.
-    Every Linear and LayerNorm has a bias, as in GPT-2: :data:`GPT2_SMALL` counts 124,439,808.
+    Every Linear and LayerNorm has a bias, as in GPT-2: :data:`GPT2_SMALL` counts 124,439,808
+    (``bias=False`` drops the Linears' biases, as Llama; ``d_hidden``, ``norm_eps`` and
+    ``rotary_base`` as :class:`LMConfig` says: what :mod:`helpers.convert` needs for a real
+    checkpoint).
 
     ``positional="rotary"`` or ``"alibi"`` puts position inside every block's attention (C4.8;
     rotary needs an even d_head = d_model / n_heads) and ``"none"`` leaves it out (C4.9): then
@@ -259,11 +286,16 @@ class TransformerLM(nn.Module, GenerationMixin):
         scale_embeddings: bool | None = None,
         init: str | None = None,
         norm_type: str = "layer",
+        bias: bool = True,
+        d_hidden: int | None = None,
+        norm_eps: float | None = None,
+        rotary_base: float = 10000.0,
     ):
         super().__init__()
         config = LMConfig(
             vocab_size, d_model, n_layers, n_heads, d_ff, max_len, positional, norm, activation,
             bool(tie_weights), norm_type=norm_type, init=init, scale_embeddings=scale_embeddings,
+            bias=bias, d_hidden=d_hidden, norm_eps=norm_eps, rotary_base=rotary_base,
         )  # fmt: skip
         self.config = config
         # C8.6: the defaults keep token and position at comparable sizes (see coherent_defaults)
@@ -290,12 +322,17 @@ class TransformerLM(nn.Module, GenerationMixin):
                 norm=norm,
                 activation=activation,
                 causal=True,
+                bias=c.bias,
                 norm_type=norm_type,
                 positional=inside,
+                rotary_base=c.rotary_base,
+                norm_eps=c.norm_eps,
+                d_hidden=c.d_hidden,
             )
             for _ in range(n_layers)
         )
-        self.final_norm = make_norm(norm_type, d_model) if norm == "pre" else nn.Identity()
+        pre = norm == "pre"
+        self.final_norm = make_norm(norm_type, d_model, c.norm_eps) if pre else nn.Identity()
         self.lm_head = nn.Linear(d_model, vocab_size, bias=False)  # weight [vocab_size, d_model]
         init_weights(self, self.init_scheme)
         if self.config.tie_weights:
@@ -317,11 +354,13 @@ class TransformerLM(nn.Module, GenerationMixin):
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """Token embeddings plus position: h_0, [B, n, d_model]."""
-        check.token_ids("tokens", tokens, self.config.vocab_size)
+        if check.checking():  # not again inside loss(), which checked them
+            check.token_ids("tokens", tokens, self.config.vocab_size)
         h = self.token_embedding(tokens)  # [B, n, d]: row lookup in W_E
         if self.scale_embeddings:
             h = h * math.sqrt(self.config.d_model)
-        return self.position(h)  # [B, n, d]: position added once, before the first block (or not)
+        with check.model_pass():  # the position module does not re-check h
+            return self.position(h)  # [B, n, d]: added once, before the first block (or not)
 
     def forward(self, tokens: torch.Tensor, return_hidden: bool = False):
         """tokens [B, n] (ids) -> logits [B, n, vocab_size].
@@ -329,12 +368,13 @@ class TransformerLM(nn.Module, GenerationMixin):
         With ``return_hidden=True`` returns ``(logits, hidden)`` where ``hidden`` is the list
         [h_0, h_1, ..., h_L] of residual-stream states (C7.3).
         """
-        h = self.embed(tokens)  # [B, n, d]
+        h = self.embed(tokens)  # [B, n, d]: the tokens are checked here, once
         hidden = [h]
-        for block in self.blocks:
-            h = block(h)  # [B, n, d] -> [B, n, d]
-            hidden.append(h)
-        logits = self.lm_head(self.final_norm(h))  # [B, n, vocab_size]
+        with check.model_pass():  # the layers do not re-check, and use torch's fused kernels
+            for block in self.blocks:
+                h = block(h)  # [B, n, d] -> [B, n, d]
+                hidden.append(h)
+            logits = self.lm_head(self.final_norm(h))  # [B, n, vocab_size]
         return (logits, hidden) if return_hidden else logits
 
     def loss(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -343,7 +383,8 @@ class TransformerLM(nn.Module, GenerationMixin):
         tokens: [B, n] ids with n >= 2 (n - 1 predictions per row).
         """
         check.token_ids("tokens", tokens, self.config.vocab_size)
-        return next_token_loss(self, tokens)
+        with check.model_pass():  # checked once, here
+            return next_token_loss(self, tokens)
 
     def extra_repr(self) -> str:
         shown = []

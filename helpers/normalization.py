@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from . import _validate as check
 
@@ -49,6 +50,8 @@ class LayerNorm(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.d_model))  # beta [d_model]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not check.checking():  # inside a model's pass: torch's fused kernel, same formula
+            return F.layer_norm(x, (self.d_model,), self.weight, self.bias, self.eps)
         check.tensor("x", x, last_dim=self.d_model, layout="[..., d_model]")
         mean = x.mean(dim=-1, keepdim=True)  # [..., 1]
         var = x.var(dim=-1, keepdim=True, unbiased=False)  # [..., 1], biased
@@ -76,6 +79,8 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(self.d_model))  # g [d_model]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not check.checking():  # inside a model's pass: torch's fused kernel, same formula
+            return F.rms_norm(x, (self.d_model,), self.weight, self.eps)
         check.tensor("x", x, last_dim=self.d_model, layout="[..., d_model]")
         if not x.is_floating_point():
             raise TypeError(
@@ -88,11 +93,13 @@ class RMSNorm(nn.Module):
         return f"d_model={self.d_model}, eps={self.eps:g}"
 
 
-def make_norm(norm_type: str, d_model: int) -> nn.Module:
+def make_norm(norm_type: str, d_model: int, eps: float | None = None) -> nn.Module:
     """Lesson 5. ``LayerNorm(d_model)`` for ``norm_type="layer"`` (eps 1e-5, gain and bias),
-    ``RMSNorm(d_model)`` for ``"rms"`` (eps 1e-6, gain only)."""
+    ``RMSNorm(d_model)`` for ``"rms"`` (eps 1e-6, gain only); ``eps`` given replaces the default
+    (a checkpoint's own, e.g. Llama's ``rms_norm_eps``: lesson 8's converters)."""
     check.choice("norm_type", norm_type, NORM_TYPES)
-    return LayerNorm(d_model) if norm_type == "layer" else RMSNorm(d_model)
+    cls = LayerNorm if norm_type == "layer" else RMSNorm
+    return cls(d_model) if eps is None else cls(d_model, eps=eps)
 
 
 class Residual(nn.Module):
@@ -103,11 +110,16 @@ class Residual(nn.Module):
     ``norm="none"``: ``x + sublayer(x)`` (no layer norm; for comparison in lesson 5)
 
     ``norm_type`` chooses the normalization: ``"layer"`` (:class:`LayerNorm`, the default) or
-    ``"rms"`` (:class:`RMSNorm`, C5.8).
+    ``"rms"`` (:class:`RMSNorm`, C5.8); ``eps`` its epsilon (None: that norm's default).
     """
 
     def __init__(
-        self, sublayer: nn.Module, d_model: int, norm: str = "pre", norm_type: str = "layer"
+        self,
+        sublayer: nn.Module,
+        d_model: int,
+        norm: str = "pre",
+        norm_type: str = "layer",
+        eps: float | None = None,
     ):
         super().__init__()
         if not isinstance(sublayer, nn.Module):
@@ -116,7 +128,7 @@ class Residual(nn.Module):
         self.d_model = check.positive_int("d_model", d_model)
         self.norm_placement = check.choice("norm", norm, NORM_PLACEMENTS)
         self.norm_type = check.choice("norm_type", norm_type, NORM_TYPES)
-        self.norm = make_norm(norm_type, self.d_model) if norm != "none" else nn.Identity()
+        self.norm = make_norm(norm_type, self.d_model, eps) if norm != "none" else nn.Identity()
         declared = getattr(sublayer, "d_model", None)
         if declared is not None and declared != d_model:
             raise ValueError(
@@ -126,6 +138,8 @@ class Residual(nn.Module):
 
     def _sublayer(self, x: torch.Tensor) -> torch.Tensor:
         out = self.sublayer(x)  # [batch, n, d_model]
+        if not check.checking():  # inside a model's pass: the block's own sublayers
+            return out
         if not isinstance(out, torch.Tensor) or out.shape != x.shape:
             got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise ValueError(
@@ -135,7 +149,8 @@ class Residual(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check.tensor("x", x, last_dim=self.d_model, layout="[batch, n, d_model]")
+        if check.checking():
+            check.tensor("x", x, last_dim=self.d_model, layout="[batch, n, d_model]")
         if self.norm_placement == "pre":
             return x + self._sublayer(self.norm(x))  # identity path untouched
         if self.norm_placement == "post":

@@ -607,6 +607,149 @@ TABLE = {
     "l9_ex3 not renormalized": (L9, "l9_ex3", _TOP_P_NOT_RENORMALIZED, False),
 }
 
+# ---- lesson 8, exercise 4 (going further): a GPT-2-layout checkpoint into the course's model ----
+L8 = "08_embeddings_and_weight_tying.ipynb"
+_L8_NAMES = """
+def _gpt2_names(model, sd, c_attn, t):  # (course name, tensor) for every weight; t: a transpose
+    d = model.config.d_model
+    pairs = [("token_embedding.weight", sd["transformer.wte.weight"]),
+             ("position.table.weight", sd["transformer.wpe.weight"]),
+             ("final_norm.weight", sd["transformer.ln_f.weight"]),
+             ("final_norm.bias", sd["transformer.ln_f.bias"])]
+    for i in range(len(model.blocks)):
+        h, b = f"transformer.h.{i}.", f"blocks.{i}."
+        (w_q, w_k, w_v), (b_q, b_k, b_v) = c_attn(sd[h + "attn.c_attn.weight"], d), sd[h + "attn.c_attn.bias"].chunk(3)
+        a, f = b + "attn.sublayer.", b + "ffn.sublayer."
+        pairs += [(b + "attn.norm.weight", sd[h + "ln_1.weight"]), (b + "attn.norm.bias", sd[h + "ln_1.bias"]),
+                  (b + "ffn.norm.weight", sd[h + "ln_2.weight"]), (b + "ffn.norm.bias", sd[h + "ln_2.bias"]),
+                  (a + "q_proj.weight", w_q), (a + "q_proj.bias", b_q),
+                  (a + "k_proj.weight", w_k), (a + "k_proj.bias", b_k),
+                  (a + "v_proj.weight", w_v), (a + "v_proj.bias", b_v),
+                  (a + "out_proj.weight", t(sd[h + "attn.c_proj.weight"])), (a + "out_proj.bias", sd[h + "attn.c_proj.bias"]),
+                  (f + "w1.weight", t(sd[h + "mlp.c_fc.weight"])), (f + "w1.bias", sd[h + "mlp.c_fc.bias"]),
+                  (f + "w2.weight", t(sd[h + "mlp.c_proj.weight"])), (f + "w2.bias", sd[h + "mlp.c_proj.bias"])]
+    return pairs
+
+
+def _copy_all(model, pairs):
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for name, tensor in pairs:
+            params[name].copy_(tensor)
+    return model
+"""
+_L8_CHUNK_T = (
+    _L8_NAMES
+    + """
+def load_gpt2_layout(model, state_dict):  # .t(), c_attn chunked after the transpose, copy_
+    pairs = _gpt2_names(model, state_dict, lambda w, d: w.t().chunk(3, dim=0), lambda w: w.t())
+    return _copy_all(model, pairs)
+"""
+)
+_L8_EINSUM_LOAD_STATE_DICT = (
+    _L8_NAMES
+    + """
+def load_gpt2_layout(model, state_dict):  # einsum for the transposes, slicing, load_state_dict
+    def t(w):
+        return torch.einsum("io->oi", w).contiguous()
+
+    def slices(w, d):
+        return [t(w[:, k * d : (k + 1) * d]) for k in range(3)]
+
+    new = dict(_gpt2_names(model, state_dict, slices, t))
+    new["lm_head.weight"] = new["token_embedding.weight"]
+    model.load_state_dict(new)
+    return model
+"""
+)
+_L8_NO_TRANSPOSE = (
+    _L8_NAMES
+    + """
+def load_gpt2_layout(model, state_dict):  # transposed only where the shapes force it
+    def t(w):
+        return w if w.shape[0] == w.shape[1] else w.T
+
+    pairs = _gpt2_names(model, state_dict, lambda w, d: w.split(d, dim=1), t)
+    return _copy_all(model, pairs)
+"""
+)
+_L8_Q_K_SWAPPED = (
+    _L8_NAMES
+    + """
+def load_gpt2_layout(model, state_dict):  # c_attn read as k | q | v
+    def kqv(w, d):
+        q, k, v = w.T.split(d, dim=0)
+        return k, q, v
+
+    pairs = _gpt2_names(model, state_dict, kqv, lambda w: w.T)
+    return _copy_all(model, pairs)
+"""
+)
+_L8_CONVERTER = """
+from helpers.convert import _gpt2_layout_into
+
+
+def load_gpt2_layout(model, state_dict):  # the course's converter does the mapping
+    return _gpt2_layout_into(model, state_dict, conv1d=True)
+"""
+_L8_UNTIED = (
+    _L8_NAMES
+    + """
+def load_gpt2_layout(model, state_dict):  # every weight replaced by a new Parameter: untied
+    pairs = _gpt2_names(model, state_dict, lambda w, d: w.T.split(d, dim=0), lambda w: w.T)
+    for name, tensor in pairs:
+        owner, attr = model.get_submodule(name.rsplit(".", 1)[0]), name.rsplit(".", 1)[1]
+        setattr(owner, attr, torch.nn.Parameter(tensor.clone()))
+    return model
+"""
+)
+_L8_ANSWERS = {  # name -> (answer, right?)
+    "solution": (SOLUTION, True),
+    ".t(), chunk, copy_": (_L8_CHUNK_T, True),
+    "einsum, slicing, load_state_dict": (_L8_EINSUM_LOAD_STATE_DICT, True),
+    "the square Conv1D weights not transposed": (_L8_NO_TRANSPOSE, False),
+    "q and k swapped": (_L8_Q_K_SWAPPED, False),
+    "new Parameters, the tie lost": (_L8_UNTIED, False),
+}
+TABLE.update({f"l8_ex4 {k}": (L8, "l8_ex4", a, right) for k, (a, right) in _L8_ANSWERS.items()})
+
+
+_L8_NOTHING_TRANSPOSED = (
+    _L8_NAMES
+    + """
+def load_gpt2_layout(model, state_dict):  # every Conv1D weight as stored: the MLP's do not fit
+    pairs = _gpt2_names(model, state_dict, lambda w, d: w.split(d, dim=1), lambda w: w)
+    return _copy_all(model, pairs)
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "check_says", "grade_says"),
+    [
+        (_L8_CONVERTER, "helpers.convert._gpt2_layout_into", "which the exercise forbids"),
+        (_L8_NOTHING_TRANSPOSED, "transpose it", "the answer raised RuntimeError"),
+    ],
+    ids=["the course's converter called", "nothing transposed: a shape error"],
+)
+def test_l8_ex4_refused_answers_lose_their_points_in_check_and_grade(
+    answer, check_says, grade_says, tmp_path
+):
+    got = run(L8, "l8_ex4", answer, tmp_path)
+    assert not got.check and check_says in got.said, got.said
+    assert not got.grade.correct and grade_says in got.grade.message, got.grade.message
+
+
+def test_l8_ex4_a_secret_changes_the_hidden_checkpoints(tmp_path):
+    """The graded checkpoints' seeds and sizes come from the secret: the public ones say nothing."""
+    solution = cells(L8)["l8_ex4"]
+    public = hidden_records(L8, "l8_ex4", solution, tmp_path)
+    secret = hidden_records(L8, "l8_ex4", solution, tmp_path, secret="an instructor's")
+    assert len(public) == len(secret) == 3
+    assert [public[c][0]["inputs"] for c in sorted(public)] != [
+        secret[c][0]["inputs"] for c in sorted(secret)
+    ]
+
 
 def _verdicts_agree(row, tmp_path):
     """Run one row; the check's verdict and the grade's both equal its right?, and a wrong

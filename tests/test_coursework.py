@@ -26,10 +26,8 @@ import copy
 import fcntl
 import json
 import os
-import re
 import shutil
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -92,29 +90,8 @@ def _solution_name(source: str) -> tuple[str, str]:
     raise AssertionError(f"the solution region is not inside a function or class:\n{source}")
 
 
-def wrong_answer(source: str) -> str:
-    """A solution cell's source with a subtly wrong answer: the right result, 1% too large.
-
-    The body between the solution markers is kept in an inner function; the returned value is
-    scaled by 1.01 (a tensor or a float), an integer gets 1 added, a bool is negated.
-    """
-    lines = source.splitlines()
-    begin = next(i for i, line in enumerate(lines) if "### BEGIN SOLUTION" in line)
-    end = next(i for i, line in enumerate(lines) if "### END SOLUTION" in line)
-    indent = re.match(r"\s*", lines[begin]).group(0)
-    body = textwrap.dedent("\n".join(lines[begin + 1 : end]))
-    wrapped = [
-        f"{indent}def _right_answer():",
-        textwrap.indent(body, indent + "    "),
-        f"{indent}_answer = _right_answer()",
-        f"{indent}if isinstance(_answer, bool):",
-        f"{indent}    return not _answer",
-        f"{indent}if isinstance(_answer, int):",
-        f"{indent}    return _answer + 1",
-        f"{indent}return _answer * 1.01",
-    ]
-    return "\n".join(lines[: begin + 1] + wrapped + lines[end:])
-
+# the edit lives with the benchmark's grading section, which grades a class of them too
+from benchmarks.grading import wrong_answer  # noqa: E402
 
 # --- the table of wrong answers fed to every check, inside the student's kernel ---------------
 

@@ -660,7 +660,9 @@ def test_check_fixed_block_agrees_with_transformer_block(capsys):
         for p in fixed.parameters():
             p.normal_()
         x = torch.randn(2, 5, 16)
-        torch.testing.assert_close(fixed(x), _as_transformer_block(fixed, x))
+        # float32, outputs of size ~100: the block's fused kernels (F.layer_norm, F.gelu, fused
+        # attention) round differently from the formula, by ~1e-6 relative
+        torch.testing.assert_close(fixed(x), _as_transformer_block(fixed, x), rtol=1e-5, atol=1e-4)
     checks.check_fixed_block(_fixed(_as_transformer_block))
     assert "✓" in capsys.readouterr().out
 

@@ -208,3 +208,72 @@ def test_lmconfig_checks_each_field_and_names_it(options, error, match):
 def test_from_config_refuses_anything_but_an_lmconfig():
     with pytest.raises(TypeError, match="config must be a helpers.model.LMConfig, got dict"):
         TransformerLM.from_config(asdict(GPT2_SMALL))
+
+
+# --- the options a real checkpoint needs (issue 39: GPT-2's and Llama's exact settings) ---------
+
+
+def test_gelu_tanh_feed_forward_is_gpt2s_gelu_new():
+    torch.manual_seed(0)
+    ffn = helpers.FeedForward(8, 20, activation="gelu_tanh").double()
+    x = torch.randn(3, 8, dtype=F64) * 3
+    expected = ffn.w2(torch.nn.functional.gelu(ffn.w1(x), approximate="tanh"))
+    torch.testing.assert_close(ffn(x), expected, rtol=0, atol=1e-12)
+    exact = ffn.w2(torch.nn.functional.gelu(ffn.w1(x)))
+    assert (ffn(x) - exact).abs().max() > 1e-6  # not the erf form
+
+
+def test_swiglu_explicit_hidden_width_and_no_biases():
+    ffn = helpers.FeedForward(16, 64, activation="swiglu", bias=False, d_hidden=37)
+    assert ffn.d_hidden == 37 and ffn.w1.bias is None and ffn.w3.weight.shape == (37, 16)
+    assert count_parameters(ffn) == 3 * 16 * 37
+    from helpers.feedforward import ffn_parameter_count
+
+    assert ffn_parameter_count(16, 64, "swiglu", bias=False, d_hidden=37) == 3 * 16 * 37
+    with pytest.raises(ValueError, match="d_hidden sets SwiGLU's hidden width.*d_ff=37"):
+        helpers.FeedForward(16, 64, activation="relu", d_hidden=37)
+
+
+def test_block_passes_norm_eps_rotary_base_and_hidden_width():
+    block = TransformerBlock(
+        16, 2, 64, activation="swiglu", norm_type="rms", positional="rotary", bias=False,
+        rotary_base=500.0, norm_eps=1e-3, d_hidden=40,
+    )  # fmt: skip
+    assert block.attn.norm.eps == block.ffn.norm.eps == 1e-3
+    assert block.attention.rotary_base == 500.0 and block.feedforward.d_hidden == 40
+    assert all(m.bias is None for m in block.modules() if isinstance(m, nn.Linear))
+    default = TransformerBlock(16, 2)
+    assert default.attn.norm.eps == 1e-5 and default.attention.rotary_base == 10000.0
+    assert TransformerBlock(16, 2, norm_type="rms").attn.norm.eps == 1e-6
+
+
+def test_lmconfig_checkpoint_options_reach_every_module():
+    model = TransformerLM(
+        40, 16, 2, 2, positional="rotary", norm_type="rms", activation="swiglu", bias=False,
+        d_hidden=24, norm_eps=1e-3, rotary_base=500.0,
+    )  # fmt: skip
+    assert model.config.d_hidden == 24 and model.config.bias is False
+    assert all(m.bias is None for m in model.modules() if isinstance(m, nn.Linear))
+    assert all(b.feedforward.d_hidden == 24 for b in model.blocks)
+    assert all(b.attention.rotary_base == 500.0 for b in model.blocks)
+    norms = [m for m in model.modules() if isinstance(m, RMSNorm)]
+    assert len(norms) == 5 and all(n.eps == 1e-3 for n in norms)  # 2 per block + the final one
+    assert count_parameters(model) == 40 * 16 + 2 * (4 * 16 * 16 + 3 * 16 * 24 + 2 * 16) + 16
+    assert "bias=False" in repr(model) and "rotary_base=500.0" in repr(model)
+    with torch.device("meta"):  # defaults: every earlier model unchanged
+        gpt2 = TransformerLM.from_config(GPT2_SMALL)
+    assert "bias" not in gpt2.extra_repr() and gpt2.final_norm.eps == 1e-5
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(d_hidden=24), "d_hidden sets SwiGLU's hidden width; with activation='gelu'"),
+        (dict(bias=1), "bias must be True or False"),
+        (dict(norm_eps=0.0), "norm_eps"),
+        (dict(rotary_base=-1.0), "rotary_base"),
+    ],
+)
+def test_lmconfig_checkpoint_options_refuse_bad_values_by_name(options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        helpers.LMConfig(40, 16, 2, 2, **options)

@@ -79,8 +79,9 @@ def test_every_lmconfig_field_round_trips_through_the_checkpoint(tmp_path):
     run = Pretraining(small, d_model=16, n_layers=1, n_heads=2, block_size=16, batch_size=4)
     config = LMConfig(
         vocab_size=run.tokenizer.vocab_size, d_model=16, n_layers=2, n_heads=2, d_ff=24,
-        max_len=20, positional="learned", norm="post", activation="relu", tie_weights=False,
-        norm_type="rms", init="torch", scale_embeddings=True,
+        max_len=20, positional="learned", norm="post", activation="swiglu", tie_weights=False,
+        norm_type="rms", init="torch", scale_embeddings=True, bias=False, d_hidden=30,
+        norm_eps=1e-3, rotary_base=500.0,
     )  # fmt: skip
     unset = [f.name for f in fields(LMConfig) if getattr(config, f.name) == f.default]
     assert not unset, f"give {unset} a value other than its default here, so it is tested"

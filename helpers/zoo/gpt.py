@@ -28,7 +28,10 @@ from torch.nn import functional as F
 from .. import _validate as check
 from ..model import LMConfig
 
-__all__ = ["GPTConfig", "GPT", "Block", "MLP", "CausalSelfAttention"]
+__all__ = ["GPTConfig", "GPT", "Block", "MLP", "CausalSelfAttention", "gpt2_state_dict"]
+
+#: The weights Hugging Face's GPT-2 keeps in a Conv1D, as [in, out] (the transpose of nn.Linear's)
+_CONV1D = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 
 
 @dataclass
@@ -199,3 +202,17 @@ class GPT(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
+
+
+def gpt2_state_dict(gpt: GPT) -> dict[str, torch.Tensor]:
+    """Lesson 8 (going further). ``gpt``'s weights as a GPT-2 checkpoint stores them (Hugging
+    Face's ``GPT2LMHeadModel.state_dict()``): the same names, every Conv1D weight (``c_attn``,
+    ``c_proj``, ``c_fc``) as ``[in, out]``, the transpose of ``nn.Linear``'s ``[out, in]``, so
+    ``c_attn.weight`` is ``[n_embd, 3 n_embd]`` with q, k, v side by side along its columns.
+    Copies, detached: a foreign checkpoint to map into the course's model."""
+    if not isinstance(gpt, GPT):
+        raise TypeError(f"gpt must be a helpers.zoo.gpt.GPT, got {type(gpt).__name__}")
+    return {
+        name: (t.t() if name.endswith(_CONV1D) else t).detach().clone().contiguous()
+        for name, t in gpt.state_dict().items()
+    }

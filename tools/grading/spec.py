@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The visible checks of these lessons refuse the same calls the grade does: one list, kept there.
-from helpers.checks import depth, position, residual, tying
+from helpers.checks import depth, position, residual, transfer, tying
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,18 @@ SPECS: dict[str, Spec] = {
     # behaviour, the defaults; ex 3 the cosine within the tolerance the exercise states, the one
     # the visible check uses (helpers.checks.tying.COSINE_TOLERANCE)
     "l8_ex3": Spec(rtol=0.0, atol=tying.COSINE_TOLERANCE),
+    # ex 4 (going further): a GPT-2-layout checkpoint mapped into the course's model, graded by its
+    # logits on hidden checkpoints of other sizes (the defaults' float32 tolerance); the course's
+    # converters hold the mapping itself and are refused, as the visible check refuses them
+    # (helpers.checks.transfer.FORBIDDEN_MATCHING)
+    "l8_ex4": Spec(
+        forbid_matching=transfer.FORBIDDEN_MATCHING["l8_ex4"],
+        expected=(
+            ("logits", "those of the checkpoint's own model, every tensor in its place"),
+            ("tied", "True: lm_head.weight still the embedding's own tensor"),
+            ("the model it was given", "True: the given model filled and returned"),
+        ),
+    ),
     # lesson 9: ex 1 the temperature for a top probability: the defaults (its hidden cases record
     # the top probability at the answer's T, any function allowed); ex 2 the most likely pair of
     # next ids (the hidden test records the answer's pair for each prompt, as ints a and b,
