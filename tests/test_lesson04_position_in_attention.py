@@ -27,13 +27,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # transformers is a test-only reference: nev
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Every tensor here is tiny: one torch thread is faster than several on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny tensors
 
 
 def _rotated_scores(q, k, positions):

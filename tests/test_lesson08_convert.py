@@ -10,7 +10,6 @@ same ids; a conversion broken in one block is named at that block by compare_hid
 
 import pytest
 import torch
-from test_lesson08_model_options import _one_thread  # noqa: F401 (autouse: one torch thread)
 
 from helpers import TransformerLM, count_parameters
 from helpers.compare import compare_hidden_states
@@ -18,7 +17,10 @@ from helpers.convert import from_huggingface, half_split_to_interleaved, to_hugg
 from helpers.zoo.gpt import GPT
 from helpers.zoo.huggingface import transformers_available
 
-pytestmark = pytest.mark.skipif(not transformers_available(), reason="transformers not installed")
+pytestmark = [
+    pytest.mark.skipif(not transformers_available(), reason="transformers not installed"),
+    pytest.mark.usefixtures("one_thread"),  # tests/conftest.py: one torch thread
+]
 
 #: float32: largest |difference| allowed in any hidden state or logit (see the module docstring)
 BOUND = 1e-5
