@@ -1,9 +1,9 @@
 """Benchmark: fast lessons, instant explorers, small memory, a quick test suite.
 
-    .venv/bin/python benchmarks/run.py                        # the default sections
-    .venv/bin/python benchmarks/run.py --only lessons          # one section (or several: a,b)
-    .venv/bin/python benchmarks/run.py --only suite            # the whole test suite (slow)
-    .venv/bin/python benchmarks/run.py --only grading --lessons 06,07   # grading a class
+    .venv/bin/python -m benchmarks.run                        # the default sections
+    .venv/bin/python -m benchmarks.run --only lessons          # one section (or several: a,b)
+    .venv/bin/python -m benchmarks.run --only suite            # the whole test suite (slow)
+    .venv/bin/python -m benchmarks.run --only grading --lessons 06,07   # grading a class
 
 Each section measures one thing and prints its table next to the targets; its figures are kept
 in ``benchmarks/results.json`` (one entry per section, with the date and the machine), and
@@ -55,7 +55,6 @@ from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from benchmarks import chromium as _chromium  # noqa: E402  (the widgets engineer's section)
 
@@ -362,7 +361,7 @@ def bench_explorer(name: str, n_timed: int, n_leak: int) -> dict:
     """Run one explorer's benchmark in a fresh interpreter (clean memory, clean caches)."""
     n_timed, n_leak = FEW_CHANGES.get(name, (n_timed, n_leak))
     code = (
-        f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); "
+        "import json; "
         "from benchmarks.run import bench_explorer_in_process as b; "
         f"print('RESULT', json.dumps(b({name!r}, {n_timed}, {n_leak})))"
     )
@@ -515,9 +514,8 @@ def _grading_class(lesson, course_dir: Path) -> dict:
 
     import nbformat
 
-    sys.path.insert(0, str(ROOT / "tests"))
-    import coursework as cw
-    from test_coursework import wrong_answer
+    from tests.test_coursework import wrong_answer
+    from tools import coursework as cw
 
     instructor = nbformat.read(ROOT / "notebooks" / lesson.notebook, as_version=4)
     wrong = copy.deepcopy(instructor)
@@ -588,10 +586,10 @@ def bench_grading(lesson, skip: bool, jobs: int) -> dict:
     import shutil
     import tempfile
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import coursework as cw
-    from grading import plan as planner
-    from grading import reference as references
+    from tools import coursework as cw
+    from tools.grading import plan as planner
+    from tools.grading import reference as references
+    from tools.grading import release  # prepare_course_dir copies its CONFIG
 
     scratch = Path(tempfile.mkdtemp(prefix="grading-bench-"))
     try:
@@ -604,7 +602,7 @@ def bench_grading(lesson, skip: bool, jobs: int) -> dict:
             + f"\nc.CourseGrading.skip_demonstrations = {skip}\n",
             encoding="utf-8",
         )
-        saved, cw.CONFIG = cw.CONFIG, config
+        saved, release.CONFIG = release.CONFIG, config
         try:
             course = scratch / "course"
             cw.release([lesson], course)
@@ -629,7 +627,7 @@ def bench_grading(lesson, skip: bool, jobs: int) -> dict:
                     raise RuntimeError(f"a grading worker failed to start ({worker.returncode})")
             load = max(load_before, os.getloadavg()[0])
         finally:
-            cw.CONFIG = saved
+            release.CONFIG = saved
         right = {
             sid: sum(v.correct for v in verdicts.values())
             for sid, verdicts in graded.verdicts.items()

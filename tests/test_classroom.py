@@ -41,25 +41,19 @@ import secrets
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import _hub  # noqa: E402
 import nbformat
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _hub  # noqa: E402
 from test_coursework import wrong_answer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import coursework as cw  # noqa: E402
-
 from helpers.course import LESSONS  # noqa: E402
+from tools import coursework as cw  # noqa: E402
 
 LESSON = next(x for x in LESSONS if x.number == 4)
 ASSIGNMENT = cw.assignment_id(LESSON)  # lesson04

@@ -382,9 +382,7 @@ def review_submissions(
         if not submitted.is_file() or submitted.is_symlink():
             continue
         try:
-            found[sid] = review.review(submitted, source)
+            found[sid] = review(submitted, source)
         except Exception as e:  # noqa: BLE001 - one unreadable submission stops nothing
-            found[sid] = [
-                review.Finding("notebook", 0, f"could not be reviewed ({type(e).__name__})", "")
-            ]
+            found[sid] = [Finding("notebook", 0, f"could not be reviewed ({type(e).__name__})", "")]
     return found
