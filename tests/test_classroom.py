@@ -271,7 +271,7 @@ def term(playwright_driver):
 
         # 1. the instructor releases lesson 4 (coursework.py's release, nbgrader's exchange)
         I = srv["instructor"]
-        I.sh(["python", "tools/coursework.py", "release", "--lessons", "4"], cwd="~/course")
+        I.sh(["python", "-m", "tools.coursework", "release", "--lessons", "4"], cwd="~/course")
         I.sh(["nbgrader", "release_assignment", ASSIGNMENT], cwd="~/course/nbgrader")
         root = exchange / COURSE
         seen["modes"] = {
@@ -384,7 +384,7 @@ def term(playwright_driver):
         }
         clock.lap("collect")
         _, seen["autograde out"] = I.sh(
-            ["python", "tools/coursework.py", "autograde", ASSIGNMENT], cwd="~/course"
+            ["python", "-m", "tools.coursework", "autograde", ASSIGNMENT], cwd="~/course"
         )
         clock.lap("autograde, confined (reference + 3 submissions)")
         seen["gradebook"] = I.py(
