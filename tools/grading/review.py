@@ -49,8 +49,8 @@ import nbformat
 from helpers.course import Lesson
 
 from . import limits
+from .cellfacts import facts, python_source
 from .course import COURSE_DIR, _students, assignment_id
-from .plan import facts, python_source
 
 #: Attribute or name -> why it is listed (any use).
 REACHES = {
