@@ -22,9 +22,17 @@ def scores(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, dict[str,
     manually graded answer the instructor has not graded yet scores ``None`` (pending), never 0:
     the instructor's manual score if given, else the automatic one (0 for an answer left as
     released)."""
+    return _per_student(
+        lesson, course_dir, lambda nb: {g.name: (_score(g), float(g.max_score)) for g in nb.grades}
+    )
+
+
+def _per_student(lesson: Lesson, course_dir: Path, read) -> dict:
+    """{student: ``read``(their submitted notebook of ``lesson`` in the gradebook)}, for every
+    student who has one."""
     from nbgrader.api import MissingEntry
 
-    result: dict[str, dict[str, tuple]] = {}
+    result = {}
     with _gradebook(course_dir) as gb:
         for student in gb.students:
             try:
@@ -33,7 +41,7 @@ def scores(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, dict[str,
                 )
             except MissingEntry:
                 continue
-            result[student.id] = {g.name: (_score(g), float(g.max_score)) for g in nb.grades}
+            result[student.id] = read(nb)
     return result
 
 
@@ -55,19 +63,7 @@ def _totals(grades: dict[str, tuple]) -> tuple[float, float, float]:
 
 def penalties(lesson: Lesson, course_dir: Path = COURSE_DIR) -> dict[str, float]:
     """Late-submission penalties (points) by student, as nbgrader stored them."""
-    from nbgrader.api import MissingEntry
-
-    out = {}
-    with _gradebook(course_dir) as gb:
-        for student in gb.students:
-            try:
-                nb = gb.find_submission_notebook(
-                    notebook_id(lesson), assignment_id(lesson), student.id
-                )
-            except MissingEntry:
-                continue
-            out[student.id] = float(nb.late_submission_penalty or 0.0)
-    return out
+    return _per_student(lesson, course_dir, lambda nb: float(nb.late_submission_penalty or 0.0))
 
 
 def summary(lesson: Lesson, course_dir: Path = COURSE_DIR) -> list[tuple[str, float, float, float]]:
