@@ -2,21 +2,23 @@
 
 The lesson trains its own model live for 250 steps (C9.1), enough to beat the baselines but not
 to spell. ``tools/train_lesson9_model.py`` trains a larger model with the same code for longer;
-its weights (float32), settings and measured held-out losses are saved here, and
-:func:`load_checkpoint` rebuilds it (in float64, so what the lesson computes from it is the same
+its weights (float32), its model's :class:`~helpers.model.LMConfig` whole (every field, so an
+option added to the model later is saved without a change here), its training settings and
+measured held-out losses are saved here, and :func:`load_checkpoint` rebuilds it
+(``TransformerLM.from_config``) (in float64, so what the lesson computes from it is the same
 on every machine) with the tokenizer of the text it was trained on.
 """
 
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from importlib import resources
 from pathlib import Path
 
 import torch
 
-from .model import TransformerLM
+from .model import LMConfig, TransformerLM
 from .reproducible import default_dtype
 from .text import CharTokenizer, load_text
 
@@ -35,13 +37,15 @@ CHECKPOINT_CONFIG = dict(
     eval_every=250, dtype=torch.float32,
 )  # fmt: skip
 CHECKPOINT_PATH = Path(__file__).resolve().parent / "data" / "lesson9_model.pt"
-_MODEL_KEYS = ("positional", "norm", "activation", "tie_weights")
+#: The training settings saved beside the model's config (``dtype`` as its name).
+_TRAINING_KEYS = ("block_size", "batch_size", "lr", "seed")
 
 
 @dataclass
 class Checkpoint:
     """Lesson 9. The shipped run: ``model`` (float64, eval mode), its ``tokenizer``, the
-    ``settings`` it was trained with, the ``steps`` it ran, and the held-out losses it measured
+    ``settings`` it was trained with (its model's config fields and the training settings:
+    ``block_size``, ``batch_size``, ``lr``, ``seed``, ``dtype``), the ``steps`` it ran, and the held-out losses it measured
     while training (``val_steps``, ``val_losses``) and the seconds it took."""
 
     model: TransformerLM
@@ -55,21 +59,21 @@ class Checkpoint:
 
 def save_checkpoint(run, path: Path = CHECKPOINT_PATH) -> None:
     """Lesson 9. Save a :class:`helpers.pretrain.Pretraining` run trained on the whole text:
-    its weights in float32 (half the size; exactly what a float32 run trained), its settings and
-    its measured losses."""
+    its weights in float32 (half the size; exactly what a float32 run trained), its model's
+    :class:`~helpers.model.LMConfig` whole (``asdict``), its training settings and its measured
+    losses."""
     from .pretrain import Pretraining
 
     if not isinstance(run, Pretraining):
         raise TypeError(f"run must be a helpers.pretrain.Pretraining, got {type(run).__name__}")
     c = run.config
-    settings = {k: getattr(c, k) for k in ("d_model", "n_layers", "n_heads", "block_size")}
-    settings |= {k: getattr(c, k) for k in _MODEL_KEYS}
-    settings |= {"batch_size": c.batch_size, "lr": c.lr, "seed": c.seed, "dtype": str(c.dtype)}
+    settings = {k: getattr(c, k) for k in _TRAINING_KEYS} | {"dtype": str(c.dtype)}
     state = {k: v.detach().to(torch.float32).clone() for k, v in run.model.state_dict().items()}
     buffer = io.BytesIO()
     torch.save(
         {
             "state_dict": state,
+            "config": asdict(run.model.config),
             "settings": settings,
             "vocab": "".join(run.tokenizer.chars),
             "steps": run.step,
@@ -102,15 +106,24 @@ def load_checkpoint(path: Path | str | None = None) -> Checkpoint:
             "helpers/data/lesson9_model.pt was trained on other characters than the shipped "
             "text has: rerun tools/train_lesson9_model.py"
         )
-    s = saved["settings"]
+    config, s = _config_and_settings(saved, tokenizer.vocab_size)
     with default_dtype(torch.float64):
-        model = TransformerLM(
-            tokenizer.vocab_size, s["d_model"], s["n_layers"], s["n_heads"],
-            max_len=s["block_size"], **{k: s[k] for k in _MODEL_KEYS},
-        )  # fmt: skip
+        model = TransformerLM.from_config(config)
     model.load_state_dict({k: v.to(torch.float64) for k, v in saved["state_dict"].items()})
     model.eval()
     return Checkpoint(
         model, tokenizer, s, saved["steps"], saved["val_steps"], saved["val_losses"],
         saved["seconds"],
     )  # fmt: skip
+
+
+def _config_and_settings(saved: dict, vocab_size: int) -> tuple[LMConfig, dict]:
+    """The model's config and the settings of a saved run. A file written before the config was
+    saved whole (the shipped one) has the model's options among its settings, ``block_size`` as
+    the model's ``max_len`` and the tokenizer's vocabulary as its ``vocab_size``."""
+    if "config" in saved:
+        config = LMConfig(**saved["config"])
+        return config, asdict(config) | saved["settings"]
+    s = saved["settings"]
+    options = {f.name: s[f.name] for f in fields(LMConfig) if f.name in s}
+    return LMConfig(**{"vocab_size": vocab_size, "max_len": s["block_size"]} | options), s

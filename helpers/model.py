@@ -17,13 +17,14 @@ tensor (C8.3), which saves vocab_size * d_model parameters (C8.4).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 import torch
 from torch import nn
 
 from . import _validate as check
 from .blocks import TransformerBlock
+from .feedforward import ACTIVATIONS
 from .generation import GenerationMixin
 from .normalization import NORM_PLACEMENTS, NORM_TYPES, LayerNorm, RMSNorm, make_norm
 from .positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
@@ -51,7 +52,19 @@ INITS = ("gpt2", "xavier", "torch")
 
 @dataclass(frozen=True)
 class LMConfig:
-    """Lesson 8. The settings of a :class:`TransformerLM`, as one value to print or compare."""
+    """Lesson 8. Every setting of a :class:`TransformerLM`, as one value to print, compare, save
+    and build from (``TransformerLM.from_config(config)``; ``model.config`` is the one it was
+    built from).
+
+    The sizes (``vocab_size``, ``d_model``, ``n_layers``, ``n_heads``, ``d_ff`` = 4 d_model when
+    None, ``max_len``) and the options (``positional``, ``norm``, ``activation``, ``tie_weights``,
+    ``norm_type``) are :class:`TransformerLM`'s. ``init`` and ``scale_embeddings`` left None mean
+    the coherent default for ``positional`` (:func:`coherent_defaults`, C8.6); a config keeps them
+    None, so ``dataclasses.replace(config, positional="learned")`` takes that scheme's default
+    again; :meth:`resolved` fills them in. Each field is checked when the config is made, with an
+    error naming it. A new option of the model is one more field here (with its default) and one
+    more keyword of :class:`TransformerLM`; the checkpoint and the experiments follow.
+    """
 
     vocab_size: int
     d_model: int
@@ -64,6 +77,45 @@ class LMConfig:
     activation: str = "gelu"
     tie_weights: bool = True
     norm_type: str = "layer"
+    init: str | None = None
+    scale_embeddings: bool | None = None
+
+    def __post_init__(self):
+        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "max_len"):
+            object.__setattr__(self, name, check.positive_int(name, getattr(self, name)))
+        if self.d_ff is not None:
+            object.__setattr__(self, "d_ff", check.positive_int("d_ff", self.d_ff))
+        check.choice("positional", self.positional, POSITIONAL_OPTIONS)
+        check.choice("norm", self.norm, NORM_PLACEMENTS)
+        check.choice("activation", self.activation, ACTIVATIONS)
+        if not isinstance(self.tie_weights, bool):
+            raise TypeError(f"tie_weights must be True or False, got {self.tie_weights!r}")
+        check.choice("norm_type", self.norm_type, NORM_TYPES)
+        if self.init is not None:
+            check.choice("init", self.init, INITS)
+        if self.scale_embeddings is not None and not isinstance(self.scale_embeddings, bool):
+            raise TypeError(
+                f"scale_embeddings must be True, False or None (the default for the positional "
+                f"scheme), got {self.scale_embeddings!r}"
+            )
+
+    def resolved(self) -> LMConfig:
+        """The same config with ``init`` and ``scale_embeddings`` filled in from
+        :func:`coherent_defaults` where they are None (what the model actually uses)."""
+        init, scale = coherent_defaults(self.positional)
+        init = init if self.init is None else self.init
+        scale = scale if self.scale_embeddings is None else self.scale_embeddings
+        return replace(self, init=init, scale_embeddings=scale)
+
+
+#: Fields :meth:`TransformerLM.extra_repr` always prints (the model's shape, as printed before
+#: the config held more); any other field is printed only when it differs from its default,
+#: except how the weights are drawn (``init``, ``scale_embeddings``), which is never printed.
+_REPR_ALWAYS = (
+    "vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_len", "positional", "norm",
+    "activation", "tie_weights",
+)  # fmt: skip
+_REPR_NEVER = ("init", "scale_embeddings")
 
 
 #: GPT-2 small (Radford et al. 2019): 124,439,808 parameters tied, 163,037,184 untied.
@@ -162,6 +214,12 @@ class TransformerLM(nn.Module, GenerationMixin):
     wherever LayerNorm would be, the final norm included. ``generate(tokens, max_new_tokens,
     temperature=1.0, top_k=None, generator=None, context=None)`` writes with it (lesson 9,
     C9.2; :class:`helpers.generation.GenerationMixin`).
+
+    Built from keywords (as the lessons do) or from an :class:`LMConfig`
+    (:meth:`from_config`); either way ``model.config`` is the :class:`LMConfig` as given, with
+    ``init`` and ``scale_embeddings`` None where they were left to their default, so that
+    ``from_config(model.config)`` builds the same model; ``model.init_scheme`` and
+    ``model.scale_embeddings`` are the values it used (``model.config.resolved()``).
     """
 
     def __init__(
@@ -182,28 +240,19 @@ class TransformerLM(nn.Module, GenerationMixin):
         norm_type: str = "layer",
     ):
         super().__init__()
-        self.config = LMConfig(
-            vocab_size=check.positive_int("vocab_size", vocab_size),
-            d_model=check.positive_int("d_model", d_model),
-            n_layers=check.positive_int("n_layers", n_layers),
-            n_heads=check.positive_int("n_heads", n_heads),
-            d_ff=d_ff,
-            max_len=check.positive_int("max_len", max_len),
-            positional=check.choice("positional", positional, POSITIONAL_OPTIONS),
-            norm=check.choice("norm", norm, NORM_PLACEMENTS),
-            activation=activation,
-            tie_weights=bool(tie_weights),
-            norm_type=check.choice("norm_type", norm_type, NORM_TYPES),
-        )
+        config = LMConfig(
+            vocab_size, d_model, n_layers, n_heads, d_ff, max_len, positional, norm, activation,
+            bool(tie_weights), norm_type=norm_type, init=init, scale_embeddings=scale_embeddings,
+        )  # fmt: skip
+        self.config = config
         # C8.6: the defaults keep token and position at comparable sizes (see coherent_defaults)
-        default_init, default_scale = coherent_defaults(self.config.positional)
-        self.init_scheme = default_init if init is None else check.choice("init", init, INITS)
-        self.scale_embeddings = default_scale if scale_embeddings is None else scale_embeddings
-        if not isinstance(self.scale_embeddings, bool):
-            raise TypeError(
-                f"scale_embeddings must be True, False or None (the default for the positional "
-                f"scheme), got {scale_embeddings!r}"
-            )
+        resolved = config.resolved()
+        self.init_scheme = resolved.init
+        self.scale_embeddings = resolved.scale_embeddings
+        c = config  # the checked values
+        vocab_size, d_model, n_layers, n_heads = c.vocab_size, c.d_model, c.n_layers, c.n_heads
+        d_ff, max_len, positional, norm = c.d_ff, c.max_len, c.positional, c.norm
+        activation, norm_type = c.activation, c.norm_type
         self.token_embedding = nn.Embedding(vocab_size, d_model)  # W_E [vocab_size, d_model]
         if positional == "sinusoidal":
             self.position = SinusoidalPositionalEncoding(d_model, max_len=max_len)
@@ -230,6 +279,15 @@ class TransformerLM(nn.Module, GenerationMixin):
         init_weights(self, self.init_scheme)
         if self.config.tie_weights:
             self.lm_head.weight = self.token_embedding.weight  # the same Parameter, not a copy
+
+    @classmethod
+    def from_config(cls, config: LMConfig) -> TransformerLM:
+        """Lesson 8. The model of ``config`` (an :class:`LMConfig`): the same as passing its
+        fields as keywords; ``TransformerLM.from_config(model.config)`` builds a model of the
+        same shape (and, after the same ``torch.manual_seed``, the same weights)."""
+        if not isinstance(config, LMConfig):
+            raise TypeError(f"config must be a helpers.model.LMConfig, got {type(config).__name__}")
+        return cls(**asdict(config))
 
     @property
     def tied(self) -> bool:
@@ -267,7 +325,11 @@ class TransformerLM(nn.Module, GenerationMixin):
         return next_token_loss(self, tokens)
 
     def extra_repr(self) -> str:
-        config = asdict(self.config)
-        if config["norm_type"] == "layer":  # the default, shown only when it is not
-            del config["norm_type"]
-        return ", ".join(f"{k}={v}" for k, v in config.items())
+        shown = []
+        for f in fields(self.config):
+            value = getattr(self.config, f.name)
+            if f.name in _REPR_NEVER:
+                continue
+            if f.name in _REPR_ALWAYS or f.default is MISSING or value != f.default:
+                shown.append(f"{f.name}={value}")
+        return ", ".join(shown)

@@ -25,7 +25,7 @@ from helpers import (
     sinusoidal_encoding_at,
     wavelengths,
 )
-from helpers.checks import ExerciseFailed
+from helpers.checks import ExerciseFailed, position_attention, position_encoding
 from helpers.checks import position as checks
 from helpers.length import (
     LengthRun,
@@ -665,7 +665,7 @@ def _column_in_range(p, q, d):
 
 
 def test_check_best_pair_cases_have_a_clear_winner():
-    for p, q, d in checks._BEST_PAIR_CASES:
+    for p, q, d in position_encoding._BEST_PAIR_CASES:
         gaps = _gaps(p, q, d).sort(descending=True).values
         assert float(gaps[1] / gaps[0]) < 0.98, (p, q, d)
 
@@ -712,13 +712,18 @@ def test_check_best_pair_wrong_answers(fn, match):
 def test_checks_hold_no_reference_answer():
     import inspect
 
+    modules = (checks, position_encoding, position_attention)  # the lessons' module and its parts
     for name in ("check_encoding", "pair_gaps", "_table_answers", "_table", "_estimated_base"):
-        assert not hasattr(checks, name), f"helpers.checks.position.{name} is back"
+        for module in modules:
+            assert not hasattr(module, name), f"{module.__name__}.{name} is back"
     import ast
 
     # as code (a name, an attribute, an import), not as text: FORBIDDEN names the helpers that
     # exercises 5 and 6 may not call, as strings, and the docstrings say so
-    tree = ast.parse(inspect.getsource(checks))
+    tree = ast.Module(
+        body=[node for m in modules for node in ast.parse(inspect.getsource(m)).body],
+        type_ignores=[],
+    )
     used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
     used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
@@ -1244,7 +1249,7 @@ def _hidden_offset_cases():
 
 def test_check_offset_between_cases_are_readable_and_need_the_slowest_pair():
     hidden = [(d, p, q - p) for p, q, d in _hidden_offset_cases()]
-    for d, p, k in [*checks._OFFSET_CASES, *hidden]:  # the promise the exercise makes
+    for d, p, k in [*position_encoding._OFFSET_CASES, *hidden]:  # the promise the exercise makes
         longest = 2 * math.pi * 10000 ** ((d - 2) / d)
         assert abs(k) < longest / 2 and p >= 0 and p + k >= 0, (d, p, k)
     # some case defeats every pair but the slowest one, wrapped or not
@@ -1276,7 +1281,7 @@ def test_check_permutation_probe_layers_are_what_they_are_said_to_be():
     """Every visible layer is what its label says for every transposition of rows."""
     n, d = 6, 8
     x = torch.randn(1, n, d, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    for layer, equivariant in checks._probe_layers(n, d):
+    for layer, equivariant in position_encoding._probe_layers(n, d):
         for i in range(n):
             for j in range(i + 1, n):
                 order = list(range(n))

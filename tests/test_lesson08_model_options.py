@@ -2,6 +2,9 @@
 TransformerLM): shapes, causality, parameter counts by hand, the GPT-2 small count (C8.4) kept.
 """
 
+import inspect
+from dataclasses import fields, replace
+
 import pytest
 import torch
 from torch import nn
@@ -15,7 +18,7 @@ from helpers import (
     parameter_breakdown,
 )
 from helpers.blocks import TransformerBlock
-from helpers.model import GPT2_SMALL, POSITIONAL_OPTIONS, asdict, coherent_defaults
+from helpers.model import GPT2_SMALL, POSITIONAL_OPTIONS, LMConfig, asdict, coherent_defaults
 from helpers.params import lm_parameter_counts
 
 F64 = torch.float64
@@ -128,3 +131,86 @@ def test_copy_from_torch_encoder_layer_refuses_rms_and_rotary_blocks():
         helpers.blocks.copy_from_torch_encoder_layer(
             layer, TransformerBlock(16, 2, 64, norm="post", positional="rotary")
         )
+
+
+# --- LMConfig: the one source of the model's settings -----------------------------------------
+
+
+def test_the_keyword_constructor_takes_exactly_the_fields_of_lmconfig():
+    """An option added to LMConfig but not to TransformerLM's keywords (or the reverse) fails."""
+    params = list(inspect.signature(TransformerLM.__init__).parameters)[1:]
+    assert params[:10] == [f.name for f in fields(LMConfig)][:10]  # the positional order
+    assert set(params) == {f.name for f in fields(LMConfig)}
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"positional": "learned", "tie_weights": False, "init": "xavier"},
+        {"positional": "rotary", "norm_type": "rms", "norm": "post", "activation": "swiglu"},
+        {"positional": "alibi", "d_ff": 24, "scale_embeddings": True, "init": "torch"},
+    ],
+)
+def test_from_config_of_model_config_rebuilds_the_same_model(options):
+    torch.manual_seed(0)
+    model = TransformerLM(11, 16, 2, 2, max_len=12, **options)
+    assert isinstance(model.config, LMConfig)
+    torch.manual_seed(0)
+    again = TransformerLM.from_config(model.config)
+    assert again.config == model.config
+    assert [(k, v.shape) for k, v in again.state_dict().items()] == [
+        (k, v.shape) for k, v in model.state_dict().items()
+    ]
+    assert (again.init_scheme, again.scale_embeddings) == (
+        model.init_scheme,
+        model.scale_embeddings,
+    )
+    assert again.tied == model.tied
+    ids = torch.randint(0, 11, (2, 7), generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(again(ids), model(ids), rtol=0, atol=0)
+
+
+def test_model_config_keeps_init_and_scale_left_to_the_default_as_none():
+    model = TransformerLM(11, 16, 1, 2)
+    assert (model.config.init, model.config.scale_embeddings) == (None, None)
+    assert (model.init_scheme, model.scale_embeddings) == coherent_defaults("sinusoidal")
+    learned = replace(model.config, positional="learned")  # that scheme's own defaults again
+    assert learned.resolved().init == "gpt2" and learned.resolved().scale_embeddings is False
+    assert model.config.resolved() == replace(model.config, init="xavier", scale_embeddings=True)
+
+
+def test_printed_model_is_as_before_the_config_held_init_and_scale():
+    """Notebooks print models: the ten shape fields always, norm_type only when not "layer", and
+    how the weights are drawn (init, scale_embeddings) never."""
+    shape = (
+        "vocab_size=11, d_model=16, n_layers=1, n_heads=2, d_ff=None, max_len=1024, "
+        "positional=sinusoidal, norm=pre, activation=gelu, tie_weights=True"
+    )
+    assert TransformerLM(11, 16, 1, 2).extra_repr() == shape
+    assert TransformerLM(11, 16, 1, 2, init="torch", scale_embeddings=False).extra_repr() == shape
+    assert TransformerLM(11, 16, 1, 2, norm_type="rms").extra_repr() == shape + ", norm_type=rms"
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"d_model": 0}, ValueError, "d_model must be a positive whole number, got 0"),
+        ({"n_heads": 2.0}, TypeError, "n_heads must be a whole number"),
+        ({"d_ff": -1}, ValueError, "d_ff must be a positive whole number"),
+        ({"activation": "tanh"}, ValueError, "activation must be one of 'relu', 'gelu'"),
+        ({"norm": "middle"}, ValueError, "norm must be one of"),
+        ({"tie_weights": "yes"}, TypeError, "tie_weights must be True or False"),
+        ({"init": "he"}, ValueError, "init must be one of 'gpt2', 'xavier', 'torch'"),
+        ({"scale_embeddings": 1}, TypeError, "scale_embeddings must be True, False or None"),
+        ({"norm_type": "batch"}, ValueError, "norm_type must be one of 'layer', 'rms'"),
+    ],
+)
+def test_lmconfig_checks_each_field_and_names_it(options, error, match):
+    with pytest.raises(error, match=match):
+        LMConfig(**{"vocab_size": 11, "d_model": 16, "n_layers": 1, "n_heads": 2} | options)
+
+
+def test_from_config_refuses_anything_but_an_lmconfig():
+    with pytest.raises(TypeError, match="config must be a helpers.model.LMConfig, got dict"):
+        TransformerLM.from_config(asdict(GPT2_SMALL))

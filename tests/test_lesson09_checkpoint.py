@@ -3,11 +3,15 @@ tools/train_lesson9_model.py) is what its file says it is."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 import torch
 
 from helpers.checkpoint import CHECKPOINT_PATH, Checkpoint, load_checkpoint, save_checkpoint
+from helpers.model import LMConfig, TransformerLM
 from helpers.pretrain import Corpus, Pretraining
+from helpers.reproducible import default_dtype
 from helpers.training import evaluate
 
 
@@ -67,3 +71,31 @@ def test_bad_arguments():
         load_checkpoint("no/such/file.pt")
     with pytest.raises(TypeError, match="path must be a file path or None"):
         load_checkpoint(3)
+
+
+def test_every_lmconfig_field_round_trips_through_the_checkpoint(tmp_path):
+    """The config is saved whole: a field the checkpoint dropped would come back as its default."""
+    small = Corpus.from_text(val_tokens=256)
+    run = Pretraining(small, d_model=16, n_layers=1, n_heads=2, block_size=16, batch_size=4)
+    config = LMConfig(
+        vocab_size=run.tokenizer.vocab_size, d_model=16, n_layers=2, n_heads=2, d_ff=24,
+        max_len=20, positional="learned", norm="post", activation="relu", tie_weights=False,
+        norm_type="rms", init="torch", scale_embeddings=True,
+    )  # fmt: skip
+    unset = [f.name for f in fields(LMConfig) if getattr(config, f.name) == f.default]
+    assert not unset, f"give {unset} a value other than its default here, so it is tested"
+    with default_dtype(torch.float64):
+        run.model = TransformerLM.from_config(config)
+    path = tmp_path / "run.pt"
+    save_checkpoint(run, path)
+    back = load_checkpoint(path)
+    assert back.model.config == config
+    assert back.settings["block_size"] == 16 and back.settings["norm_type"] == "rms"
+
+
+def test_the_shipped_file_of_the_older_format_rebuilds_its_config(shipped):
+    """helpers/data/lesson9_model.pt holds the model's options among its settings (no config)."""
+    assert shipped.model.config == LMConfig(
+        vocab_size=65, d_model=96, n_layers=3, n_heads=4, max_len=96, positional="sinusoidal",
+        norm="pre", activation="gelu", tie_weights=True,
+    )  # fmt: skip
