@@ -175,10 +175,7 @@ def bench_explorers_in_chromium(names: list[str], presses: int = BROWSER_PRESSES
     folder = ROOT / "test-artifacts" / "bench-explorers"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "bare_swap.py").write_text(_BARE_SWAP)
-    cells = {
-        "bare_swap": "import sys\nsys.path.insert(0, '.')\nfrom bare_swap import bare_swap\n"
-        "e = bare_swap(756, 208)"
-    }
+    cells = {"bare_swap": "from bare_swap import bare_swap\ne = bare_swap(756, 208)"}
     for name in names:
         cells[name] = f"from helpers import widgets\ne = widgets.{name}()"
     for stem in cells:  # the kernel's CPU time of each update, written after it (_CPU_LOG)

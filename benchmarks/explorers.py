@@ -158,7 +158,7 @@ def bench_explorer(name: str, n_timed: int, n_leak: int) -> dict:
     """Run one explorer's benchmark in a fresh interpreter (clean memory, clean caches)."""
     n_timed, n_leak = FEW_CHANGES.get(name, (n_timed, n_leak))
     code = (
-        f"import json, sys; sys.path.insert(0, {str(ROOT)!r}); "
+        "import json; "
         "from benchmarks.explorers import bench_explorer_in_process as b; "
         f"print('RESULT', json.dumps(b({name!r}, {n_timed}, {n_leak})))"
     )

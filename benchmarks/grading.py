@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import statistics
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -49,8 +48,7 @@ def _grading_class(lesson, course_dir: Path) -> dict:
 
     import nbformat
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import coursework as cw
+    from tools import coursework as cw
 
     instructor = nbformat.read(ROOT / "notebooks" / lesson.notebook, as_version=4)
     wrong = copy.deepcopy(instructor)
@@ -121,10 +119,10 @@ def bench_grading(lesson, skip: bool, jobs: int) -> dict:
     import shutil
     import tempfile
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import coursework as cw
-    from grading import plan as planner
-    from grading import reference as references
+    from tools import coursework as cw
+    from tools.grading import plan as planner
+    from tools.grading import reference as references
+    from tools.grading import release  # prepare_course_dir copies its CONFIG
 
     scratch = Path(tempfile.mkdtemp(prefix="grading-bench-"))
     try:
@@ -137,7 +135,7 @@ def bench_grading(lesson, skip: bool, jobs: int) -> dict:
             + f"\nc.CourseGrading.skip_demonstrations = {skip}\n",
             encoding="utf-8",
         )
-        saved, cw.CONFIG = cw.CONFIG, config
+        saved, release.CONFIG = release.CONFIG, config
         try:
             course = scratch / "course"
             cw.release([lesson], course)
@@ -162,7 +160,7 @@ def bench_grading(lesson, skip: bool, jobs: int) -> dict:
                     raise RuntimeError(f"a grading worker failed to start ({worker.returncode})")
             load = max(load_before, os.getloadavg()[0])
         finally:
-            cw.CONFIG = saved
+            release.CONFIG = saved
         right = {
             sid: sum(v.correct for v in verdicts.values())
             for sid, verdicts in graded.verdicts.items()

@@ -1,9 +1,9 @@
 """Benchmark: fast lessons, instant explorers, small memory, a quick test suite.
 
-    .venv/bin/python benchmarks/run.py                        # the default sections
-    .venv/bin/python benchmarks/run.py --only lessons          # one section (or several: a,b)
-    .venv/bin/python benchmarks/run.py --only suite            # the whole test suite (slow)
-    .venv/bin/python benchmarks/run.py --only grading --lessons 06,07   # grading a class
+    .venv/bin/python -m benchmarks.run                        # the default sections
+    .venv/bin/python -m benchmarks.run --only lessons          # one section (or several: a,b)
+    .venv/bin/python -m benchmarks.run --only suite            # the whole test suite (slow)
+    .venv/bin/python -m benchmarks.run --only grading --lessons 06,07   # grading a class
 
 Each section measures one thing and prints its table next to the targets; its figures are kept
 in ``benchmarks/results.json`` (one entry per section, with the date and the machine), and
@@ -49,17 +49,15 @@ import sys
 from datetime import date
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script
-
 # each section lives in its own module; the names tests use are importable from here too
-from benchmarks import chromium as _chromium  # noqa: E402  (the widgets engineer's section)
-from benchmarks.block import bench_block, render_block, run_block  # noqa: E402
-from benchmarks.common import KEEP, RESULTS_JSON, ROOT, Section, machine  # noqa: E402
-from benchmarks.explorers import render_explorers, run_explorers  # noqa: E402
-from benchmarks.grading import render_grading, run_grading  # noqa: E402
-from benchmarks.lessons import render_lessons, run_lessons  # noqa: E402
-from benchmarks.speed import render_speed, run_speed  # noqa: E402
-from benchmarks.suite import machine_busy_cpu_s, render_suite, run_suite  # noqa: E402
+from benchmarks import chromium as _chromium  # the widgets engineer's section
+from benchmarks.block import bench_block, render_block, run_block
+from benchmarks.common import KEEP, RESULTS_JSON, ROOT, Section, machine
+from benchmarks.explorers import render_explorers, run_explorers
+from benchmarks.grading import render_grading, run_grading
+from benchmarks.lessons import render_lessons, run_lessons
+from benchmarks.speed import render_speed, run_speed
+from benchmarks.suite import machine_busy_cpu_s, render_suite, run_suite
 
 __all__ = ["SECTIONS", "bench_block", "machine_busy_cpu_s", "main", "render_suite", "report"]
 

@@ -9,7 +9,7 @@ A course folder made with ``coursework.py --course-dir DIR`` reads ``DIR/course_
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
-# The secret the hidden cases' inputs are drawn from (`python tools/coursework.py secret`
+# The secret the hidden cases' inputs are drawn from (`python -m tools.coursework secret`
 # writes one there); unset, the default below is used if it exists.
 # c.CourseGrading.secret_file = "~/.config/transformer-block-course/hidden-cases.key"
 

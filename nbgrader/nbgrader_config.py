@@ -1,6 +1,6 @@
 """nbgrader configuration of the Transformer block course (lessons 4 to 8 and the capstone).
 
-This folder is an nbgrader course directory. ``python tools/coursework.py release`` copies the
+This folder is an nbgrader course directory. ``python -m tools.coursework release`` copies the
 committed lesson notebooks (the instructor versions) into ``source/lessonNN/`` and runs nbgrader's
 own ``generate_assignment`` on each, writing the student versions to ``release/lessonNN/``.
 Everything nbgrader writes here (source, release, submitted, autograded, feedback, gradebook.db)
@@ -14,13 +14,17 @@ import sys
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
-# The course's grading code (tools/grading, never installed with helpers nor released):
-# `coursework.py` names it in COURSE_TOOLS when it runs nbgrader on another course folder.
+# The course's grading code (the package `tools.grading`, never installed with helpers nor
+# released): nbgrader imports the classes named below from the repository that holds `tools/`,
+# which is not installed, so its folder goes on the path here (the one place: nbgrader reads this
+# file whatever folder it runs from, the formgrader included). `coursework.py` names the tools
+# folder in COURSE_TOOLS when it runs nbgrader on another course folder.
 TOOLS = os.environ.get("COURSE_TOOLS") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), os.pardir, "tools"
 )
-if os.path.abspath(TOOLS) not in sys.path:
-    sys.path.insert(0, os.path.abspath(TOOLS))
+REPOSITORY = os.path.dirname(os.path.abspath(TOOLS))
+if REPOSITORY not in sys.path:
+    sys.path.insert(0, REPOSITORY)
 
 c.CourseDirectory.course_id = "transformer-block"
 c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))  # this folder
@@ -39,10 +43,11 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedE
 c.Execute.timeout = 600
 
 # Autograding, the course's way (docs/INSTRUCTORS.md), for `nbgrader autograde` and the
-# formgrader's button as for `tools/coursework.py autograde`: nbgrader's Execute is replaced by
-# the confined grading kernel run from a private folder, with the demonstration cells no exercise
-# needs skipped (tools/grading/execute.py); SaveAutoGrades (points from what the kernel printed)
-# by the verdicts of the hidden records against the instructor's (tools/grading/saveverdicts.py).
+# formgrader's button as for `python -m tools.coursework autograde`: nbgrader's Execute is
+# replaced by the confined grading kernel run from a private folder, with the demonstration
+# cells no exercise needs skipped (tools/grading/execute.py); SaveAutoGrades (points from what
+# the kernel printed) by the verdicts of the hidden records against the instructor's
+# (tools/grading/saveverdicts.py).
 from nbconvert.preprocessors import ClearMetadataPreprocessor, CSSHTMLHeaderPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties,
@@ -54,16 +59,16 @@ from nbgrader.preprocessors import (  # noqa: E402
 )
 
 c.Autograde.autograde_preprocessors = [
-    "grading.execute.ConfinedExecute",
+    "tools.grading.execute.ConfinedExecute",
     IgnorePattern,
     ClearMetadataPreprocessor,
     LimitOutput,
-    "grading.saveverdicts.SaveVerdicts",
+    "tools.grading.saveverdicts.SaveVerdicts",
     AssignLatePenalties,
     CheckCellMetadata,
-    "grading.sanitize.SanitizeStudentContent",
+    "tools.grading.sanitize.SanitizeStudentContent",
 ]
-c.AssignLatePenalties.plugin_class = "grading.saveverdicts.LatePenalty"
+c.AssignLatePenalties.plugin_class = "tools.grading.saveverdicts.LatePenalty"
 # A check cell the student deleted is put back (and graded), not a reason to fail the notebook.
 c.OverwriteCells.add_missing_cells = True
 # The feedback never shows the hidden tests (their code and inputs), nor any output that ran after
@@ -71,14 +76,14 @@ c.OverwriteCells.add_missing_cells = True
 c.GenerateFeedback.preprocessors = [
     GetGrades,
     ClearHiddenTests,
-    "grading.feedbackoutputs.HideOutputsAfterHiddenTests",
-    "grading.sanitize.SanitizeStudentContent",
+    "tools.grading.feedbackoutputs.HideOutputsAfterHiddenTests",
+    "tools.grading.sanitize.SanitizeStudentContent",
     CSSHTMLHeaderPreprocessor,
 ]
 # What the formgrader and the feedback render from a student is inert (tools/grading/sanitize.py):
 # the stored autograded notebook is cleaned last in autograde (above), and every HTMLExporter
 # nbgrader makes (the formgrader's view of a submission, the feedback page) cleans it again.
-c.HTMLExporter.preprocessors = ["grading.sanitize.SanitizeStudentContent"]
+c.HTMLExporter.preprocessors = ["tools.grading.sanitize.SanitizeStudentContent"]
 c.ClearHiddenTests.enforce_metadata = False
 
 # The course's grading settings (tools/grading/settings.py): the instructor's secret, skipping,

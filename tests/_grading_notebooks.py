@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import subprocess
-import sys
-from pathlib import Path
 
 import nbformat
 
@@ -35,21 +32,8 @@ def one_solution(source: str) -> nbformat.NotebookNode:
     return nb
 
 
-def load_coursework():
-    """``tools/coursework.py`` as the module ``coursework``, loaded from its file (no ``sys.path``
-    edit), once per process: a test file that imported it already shares that module (its
-    dataclasses look their module up by name)."""
-    if "coursework" not in sys.modules:
-        path = Path(__file__).resolve().parent.parent / "tools" / "coursework.py"
-        spec = importlib.util.spec_from_file_location("coursework", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["coursework"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["coursework"]
-
-
 def run_coursework(cw, lesson, course, *args: str) -> subprocess.CompletedProcess:
-    """``tools/coursework.py`` (module ``cw``) on ``course`` with ``args``, the documented command
+    """``python -m tools.coursework`` (the module ``cw``) on ``course`` with ``args``, the documented command
     line, in this process; ``lesson`` (not one of the course's lessons) answers to its own
     assignment name. Its output and exit status as a CompletedProcess."""
     out, err = io.StringIO(), io.StringIO()

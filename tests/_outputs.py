@@ -15,8 +15,6 @@ unexecuted is not compared, as in nbval.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -41,16 +39,10 @@ SKIP_COMPARE = (
 
 
 def load_float_margins():
-    """tools/float_margins.py as a module (tools/ is not a package)."""
-    if "float_margins" in sys.modules:
-        return sys.modules["float_margins"]
-    spec = importlib.util.spec_from_file_location(
-        "float_margins", ROOT / "tools" / "float_margins.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["float_margins"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    """tools/float_margins.py, the module ``tools.float_margins``."""
+    from tools import float_margins
+
+    return float_margins
 
 
 class _File:

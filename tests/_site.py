@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import build_site  # noqa: E402, F401 - tools/build_site.py, for the tests that import it from here
+from tools import build_site  # noqa: E402, F401 - tools/build_site.py, for the tests that import it from here
 
 
 class _Page(HTMLParser):

@@ -1,13 +1,10 @@
 """The benchmark's own figures (benchmarks/run.py): what its suite row's CPU columns measure."""
 
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import run  # noqa: E402
 

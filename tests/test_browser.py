@@ -676,9 +676,7 @@ def _selftest_notebook(path: Path, broken: bool, firsts=("slider",)) -> None:
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-    setup = new_code_cell(
-        "import sys\nsys.path.insert(0, '.')\nfrom selftest_widget import selftest_explorer\nprint('ok')"
-    )
+    setup = new_code_cell("from selftest_widget import selftest_explorer\nprint('ok')")
     setup.execution_count = 1  # a stored output, for check 8 (the others are stored unexecuted)
     setup.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ok\n")]
     cells = [

@@ -41,25 +41,19 @@ import secrets
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import _hub  # noqa: E402
 import nbformat
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import _hub  # noqa: E402
 from test_coursework import wrong_answer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import coursework as cw  # noqa: E402
-
 from helpers.course import LESSONS  # noqa: E402
+from tools import coursework as cw  # noqa: E402
 
 LESSON = next(x for x in LESSONS if x.number == 4)
 ASSIGNMENT = cw.assignment_id(LESSON)  # lesson04
@@ -277,7 +271,7 @@ def term(playwright_driver):
 
         # 1. the instructor releases lesson 4 (coursework.py's release, nbgrader's exchange)
         I = srv["instructor"]
-        I.sh(["python", "tools/coursework.py", "release", "--lessons", "4"], cwd="~/course")
+        I.sh(["python", "-m", "tools.coursework", "release", "--lessons", "4"], cwd="~/course")
         I.sh(["nbgrader", "release_assignment", ASSIGNMENT], cwd="~/course/nbgrader")
         root = exchange / COURSE
         seen["modes"] = {
@@ -390,7 +384,7 @@ def term(playwright_driver):
         }
         clock.lap("collect")
         _, seen["autograde out"] = I.sh(
-            ["python", "tools/coursework.py", "autograde", ASSIGNMENT], cwd="~/course"
+            ["python", "-m", "tools.coursework", "autograde", ASSIGNMENT], cwd="~/course"
         )
         clock.lap("autograde, confined (reference + 3 submissions)")
         seen["gradebook"] = I.py(

@@ -10,7 +10,6 @@ Colab and Kaggle themselves cannot be reached from here and were not tested.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -25,11 +24,9 @@ from _installs import COURSE_INSTALL  # tests/ is on sys.path
 
 from helpers import notebooks as lessons
 from helpers.course import estimated_minutes
+from tools import colab_cell
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("colab_cell", ROOT / "tools" / "colab_cell.py")
-colab_cell = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(colab_cell)
 
 SAMPLE = ("04_positional_encoding.ipynb", "10_trust_but_verify.ipynb")
 

@@ -14,16 +14,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from _grading_notebooks import load_coursework, run_coursework
+from _grading_notebooks import run_coursework
 
 from helpers.course import Lesson
+from tools import coursework as cw
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = Lesson(95, "collect", "collect.ipynb", (), None, "collect")
 FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"
-
-
-cw = load_coursework()
 
 
 def _notebook(path: Path, mtime: float | None = None) -> None:

@@ -27,7 +27,6 @@ import fcntl
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -37,11 +36,9 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import coursework as cw  # noqa: E402
 
 from helpers.course import NOTEBOOKS as COURSE_NOTEBOOKS  # noqa: E402
+from tools import coursework as cw  # noqa: E402
 
 # The committed lesson notebooks; COURSEWORK_NOTEBOOKS points elsewhere when working on the tests.
 NOTEBOOKS = Path(os.environ.get("COURSEWORK_NOTEBOOKS", ROOT / "notebooks"))
@@ -395,10 +392,9 @@ class _Coursework:
     def test_skipping_demonstration_cells_changes_no_record(self, course, graded):
         """The instructor's notebook run with the demonstration cells skipped (as every graded
         run is) and run whole record the same values and calls for every hidden case."""
-        from grading import reference as references
-        from grading.verdicts import judge
-
         from helpers.grading import PUBLIC_SECRET
+        from tools.grading import reference as references
+        from tools.grading.verdicts import judge
 
         aid, nid = cw.assignment_id(course.lesson), cw.notebook_id(course.lesson)
         skipped = references.reference(course.folder, aid, nid, PUBLIC_SECRET, True)
@@ -426,11 +422,10 @@ class _Coursework:
         once whole: every exercise gets the same verdict, every hidden case records the same
         values and calls, and something was skipped. (The instructor's right answers, skipped and
         whole, are the record test above.)"""
-        from grading import execute
-        from grading import reference as references
-        from grading.verdicts import by_case, judge_all
-
         from helpers.grading import PUBLIC_SECRET
+        from tools.grading import execute
+        from tools.grading import reference as references
+        from tools.grading.verdicts import by_case, judge_all
 
         _, wrong_ex, _ = graded
         aid, nid = cw.assignment_id(course.lesson), cw.notebook_id(course.lesson)

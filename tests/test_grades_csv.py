@@ -13,16 +13,15 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from _grading_notebooks import code_cell, load_coursework, python_notebook, run_coursework
+from _grading_notebooks import code_cell, python_notebook, run_coursework
 
 from helpers.course import Lesson
+from tools import coursework as cw
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = Lesson(96, "csv", "csvlesson.ipynb", (), None, "csv")
 AID, NID = LESSON.assignment, "csvlesson"
 
-
-cw = load_coursework()
 
 # id, first name, last name, (exercise 1, exercise 2), late penalty
 STUDENTS = [

@@ -24,16 +24,15 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import coursework as cw  # noqa: E402
 from _grading_notebooks import code_cell, one_solution, python_notebook, run_coursework  # noqa: E402
-from grading import review as rv  # noqa: E402
-from grading.spec import Spec  # noqa: E402
-from grading.verdicts import judge, same  # noqa: E402
 
 from helpers.course import LESSONS, Lesson  # noqa: E402
 from helpers.grading import plain, record  # noqa: E402
+from tools import coursework as cw  # noqa: E402
+from tools.grading import review as rv  # noqa: E402
+from tools.grading.spec import Spec  # noqa: E402
+from tools.grading.verdicts import judge, same  # noqa: E402
 
 needs_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None,
@@ -163,7 +162,7 @@ def test_channel_keeps_only_the_cases_that_arrived_during_hidden_tests():
     a hidden-test request is ignored and reported, a flag counts wherever it arrived."""
     import hmac as _hmac
 
-    from grading import channel
+    from tools.grading import channel
 
     key = b"k" * 32
 

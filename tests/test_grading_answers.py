@@ -12,7 +12,6 @@ the same answer goes through the exercise's visible check.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import sys
@@ -32,26 +31,9 @@ from helpers.checks import position as position_checks
 from helpers.checks import residual as residual_checks
 from helpers.checks._core import ExerciseFailed
 from helpers.grading import plain, record
+from tools.grading.verdicts import judge, read_records
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _grading_package():
-    """tools/grading as the package ``grading`` (the name the other tests import it by), loaded
-    from its folder."""
-    if "grading" not in sys.modules:
-        folder = ROOT / "tools" / "grading"
-        spec = importlib.util.spec_from_file_location(
-            "grading", folder / "__init__.py", submodule_search_locations=[str(folder)]
-        )
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["grading"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["grading"]
-
-
-_grading_package()
-from grading.verdicts import judge, read_records  # noqa: E402
 
 
 # ---- the lessons' exercises, as the grader runs them ------------------------------------------

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import importlib.util
 import os
 import re
 import secrets
@@ -47,30 +46,19 @@ import nbgrader
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _tool(name: str):
-    """``tools/NAME.py`` loaded from its file (tools/ is not an installed package; this module
-    edits no import path: ``coursework.py`` itself makes its ``grading`` package importable)."""
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-cw = _tool("coursework")
 from _browsers import CHROMIUM, free_port, stop_group  # noqa: E402
 from _grading_notebooks import code_cell, python_notebook, run_coursework  # noqa: E402
-from grading.feedbackoutputs import NOTE, hide_outputs_after_hidden_tests  # noqa: E402
-from grading.sanitize import (  # noqa: E402
+
+from helpers.course import Lesson  # noqa: E402
+from helpers.grading import derive_seed  # noqa: E402
+from tools import coursework as cw  # noqa: E402
+from tools.grading.feedbackoutputs import NOTE, hide_outputs_after_hidden_tests  # noqa: E402
+from tools.grading.sanitize import (  # noqa: E402
     clean_html,
     inert_markdown,
     inert_output,
     sanitize_notebook,
 )
-
-from helpers.course import Lesson  # noqa: E402
-from helpers.grading import derive_seed  # noqa: E402
 
 TEMPLATES = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
 
@@ -330,8 +318,9 @@ def test_sanitize_a_verdict_quoting_a_name_the_student_chose_opens_no_html():
     HTML): rendered as markdown, as nbgrader's feedback does, it is text."""
     from types import SimpleNamespace
 
-    from grading.verdicts import judge_all
     from nbconvert.filters.markdown import markdown2html
+
+    from tools.grading.verdicts import judge_all
 
     want = {"tensor": {"shape": [1], "dtype": "float32", "data": [1.0]}}
     reference = {"x": {0: [{"exercise": "x", "case": 0, "inputs": "d", "value": want}]}}

@@ -22,7 +22,6 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -30,14 +29,13 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import coursework as cw  # noqa: E402
 from _grading_notebooks import code_cell, python_notebook, run_coursework  # noqa: E402
-from grading import limits  # noqa: E402
 
 from helpers.course import Lesson  # noqa: E402
 from helpers.grading import derive_seed  # noqa: E402
+from tools import coursework as cw  # noqa: E402
+from tools.grading import limits  # noqa: E402
 
 NOTEBOOKS = ROOT / "notebooks"
 

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import io
 import shutil
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-
-import coursework as cw  # noqa: E402
 
 from helpers.course import Lesson  # noqa: E402
+from tools import coursework as cw  # noqa: E402
 
 LESSON = Lesson(98, "manual grading", "manual.ipynb", (), None, "manual")
 PROMPT = "**Explain.** Why does the answer double its input? (write it in this cell)"

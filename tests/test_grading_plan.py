@@ -9,16 +9,14 @@ everything would pass the first half and prove nothing).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-from grading import plan as planner  # noqa: E402
+from tools.grading import plan as planner  # noqa: E402
 
 
 def _notebook(cells: list[str]):

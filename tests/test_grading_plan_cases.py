@@ -32,9 +32,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-from grading import plan as planner  # noqa: E402
+from tools.grading import plan as planner  # noqa: E402
 
 #: One process that has imported the libraries the cases use; for each request it forks a child
 #: that runs the cells in a fresh namespace and an empty working folder, and answers one line.

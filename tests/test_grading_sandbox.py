@@ -31,14 +31,13 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
 
-import coursework as cw  # noqa: E402
 from _grading_notebooks import code_cell, python_notebook, run_coursework  # noqa: E402
-from grading import confine, execute  # noqa: E402
 
 from helpers.course import Lesson  # noqa: E402
 from helpers.grading import PUBLIC_SECRET  # noqa: E402
+from tools import coursework as cw  # noqa: E402
+from tools.grading import confine, execute  # noqa: E402
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap is not installed")
 
@@ -134,14 +133,12 @@ def test_sandbox_dropping_privileges_leaves_no_root_id_group_or_capability():
     import subprocess
 
     code = (
-        "import os, sys; sys.path.insert(0, sys.argv[1]); from grading import confine\n"
+        "import os; from tools.grading import confine\n"
         "confine.drop_privileges()\n"
         "print(os.getresuid(), os.getresgid(), os.getgroups())\n"
         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT / "tools")], capture_output=True, text=True
-    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "(65534, 65534, 65534) (65534, 65534, 65534) []",

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from _grading_notebooks import load_coursework
 from _installs import COURSE_INSTALL, run_ok
 from _outputs import compare_notebook  # tests/ is on sys.path
 
@@ -92,7 +91,8 @@ def test_student_version_refuses_an_unclosed_solution_and_a_non_notebook():
 
 @pytest.mark.slow
 def test_student_version_has_the_code_cells_of_the_nbgrader_release(tmp_path):
-    coursework_ = load_coursework()
+    from tools import coursework as coursework_
+
     lesson = part("6")
     built = coursework_.release([lesson], course_dir=tmp_path / "course", db=False)
     released = nbformat.read(str(built[coursework_.assignment_id(lesson)]), as_version=4)

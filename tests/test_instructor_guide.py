@@ -105,7 +105,7 @@ def test_the_guides_walkthrough_runs_as_written(tmp_path):
     )
     outputs = []
     for block in blocks:
-        if "coursework.py collect" in block:
+        if "tools.coursework collect" in block:
             # the platform's bulk download (due 2027-03-01 17:00 UTC in the example settings)
             _download(
                 course, f"doealice_12345_6789012_{NOTEBOOK}", datetime(2027, 3, 2, 12, tzinfo=UTC)
@@ -140,11 +140,11 @@ def test_the_guides_walkthrough_runs_as_written(tmp_path):
     # 4. the release
     assert (course / "nbgrader" / "release" / "lesson04" / NOTEBOOK).exists()
     # 5. collect: Canvas names through the roster, the time it used
-    collect = next(out for block, out, *_ in outputs if "coursework.py collect" in block)
+    collect = next(out for block, out, *_ in outputs if "tools.coursework collect" in block)
     assert "alice: submitted 2027-03-02 12:00:00" in collect, collect
     assert "from the file's modification time" in collect and "Canvas marked it late" in collect
     # 6. autograde says which secret, never what it holds
-    grading = [(b, o, *r) for b, o, *r in outputs if "coursework.py autograde" in b]
+    grading = [(b, o, *r) for b, o, *r in outputs if "tools.coursework autograde" in b]
     first, regrade = grading[0], grading[1]
     assert f"grading with the secret in {key}" in first[1], first[1][-3000:]
     assert all(secret not in out for _, out, *_ in outputs)

@@ -4,13 +4,10 @@ taken for a submission by how late it is, and the extra time a student was grant
 
 import sys
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-
-from grading.saveverdicts import extension_delta, penalty  # noqa: E402
+from tools.grading.saveverdicts import extension_delta, penalty  # noqa: E402
 
 DAY, MINUTE = 86400.0, 60.0
 POLICY = {"*": {"percent_per_day": 10, "cap_percent": 50, "grace_minutes": 15}}
@@ -66,11 +63,12 @@ import json  # noqa: E402
 import subprocess  # noqa: E402
 from datetime import datetime  # noqa: E402
 
-import coursework as cw  # noqa: E402
 import nbformat  # noqa: E402
 from _grading_notebooks import code_cell, python_notebook  # noqa: E402
 
 from helpers.course import Lesson  # noqa: E402
+from tools import coursework as cw  # noqa: E402
+from tools.grading import pool  # noqa: E402
 
 LESSON = Lesson(94, "late", "late.ipynb", (), None, "late")
 AID = LESSON.assignment
@@ -105,9 +103,9 @@ def term(released, tmp_path, monkeypatch):
     course = tmp_path / "course"
     shutil.copytree(released, course)
     monkeypatch.setattr(cw.references, "reference", lambda *a, **k: None)
-    monkeypatch.setattr(cw, "_reference_key", lambda *a, **k: "reference")
+    monkeypatch.setattr(pool, "_reference_key", lambda *a, **k: "reference")
     monkeypatch.setattr(
-        cw,
+        pool,
         "_worker",
         lambda course_dir, lesson, env: subprocess.Popen(
             [sys.executable, "-c", FAKE_WORKER],

@@ -1138,13 +1138,10 @@ def test_C4_7_the_tool_rerun_at_one_seed_agrees_with_the_shipped_seeds(tmp_path)
     """tools/length_runs.py at reduced size (seed 0 of the two schemes whose length behaviour
     the notebooks assert, same settings otherwise): each loss agrees with the shipped seeds
     within their spread, and (float64, one thread) equals the shipped seed 0 to 1e-9 here."""
-    import sys
 
     from helpers.length import LENGTH_RESULTS_SCHEMA, LENGTH_RUNS, LENGTH_SETTINGS_SCHEMA
     from helpers.shipped import agrees_within_spread, load_results
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    import length_runs
+    from tools import length_runs
 
     kinds = ["sinusoidal", "alibi"]
     assert length_runs.main(["--kinds", *kinds, "--seeds", "0", "--out", str(tmp_path)]) == 0
@@ -1572,20 +1569,11 @@ def _graded_records(grade_id, answer, log, monkeypatch, honest=True):
         except ExerciseFailed:
             if honest:
                 raise
-    sys_path_tools()
-    from grading.verdicts import read_records
+    from tools.grading.verdicts import read_records
 
     records, bad = read_records(log)
     assert not bad
     return records.get(grade_id, {})
-
-
-def sys_path_tools():
-    import sys
-
-    tools = str(Path(__file__).resolve().parent.parent / "tools")
-    if tools not in sys.path:
-        sys.path.insert(0, tools)
 
 
 @pytest.mark.parametrize(
@@ -1594,8 +1582,7 @@ def sys_path_tools():
 def test_honest_answers_written_differently_score_full_marks(
     grade_id, variant, tmp_path, monkeypatch
 ):
-    sys_path_tools()
-    from grading.verdicts import judge
+    from tools.grading.verdicts import judge
 
     _, solution, _ = _cells_of(grade_id)
     reference = _graded_records(grade_id, solution, tmp_path / "ref.jsonl", monkeypatch)
@@ -1607,8 +1594,7 @@ def test_honest_answers_written_differently_score_full_marks(
 
 @pytest.mark.parametrize("grade_id", list(WRONG_GRADED))
 def test_wrong_answers_score_nothing(grade_id, tmp_path, monkeypatch):
-    sys_path_tools()
-    from grading.verdicts import judge
+    from tools.grading.verdicts import judge
 
     _, solution, _ = _cells_of(grade_id)
     reference = _graded_records(grade_id, solution, tmp_path / "ref.jsonl", monkeypatch)

@@ -1,7 +1,6 @@
 """Lesson 5: residual connections and layer norm (claims C5.1-C5.7, checks, plots, explorer)."""
 
 import re
-import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -414,11 +413,9 @@ def test_check_layer_norm_prediction_names_the_cause(fn, message):
 
 def _judge_records(exercise, tmp_path, monkeypatch, answers: dict, cases):
     """Record every answer on every case, as the grader does; judge each against the first."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from grading.verdicts import judge, read_records
-
     import helpers.grading as grading
     from helpers.grading import record
+    from tools.grading.verdicts import judge, read_records
 
     verdicts, reference = {}, None
     for name, answer in answers.items():

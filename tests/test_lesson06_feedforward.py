@@ -824,10 +824,8 @@ def test_exact_maximiser_of_relu_gelu_gap():
 
 def _judged(grade_id, namespace, tmp_path, monkeypatch):
     """The grader's verdict (tools/grading) on ``namespace``'s answer against the solution's."""
-    import sys
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    from grading.verdicts import judge
+    from tools.grading.verdicts import judge
 
     def by_case(entries):
         return {e["case"]: [e] for e in entries}
@@ -897,10 +895,8 @@ def test_grader_verdicts_on_lesson6_answers(tmp_path, monkeypatch):
 
 
 def test_lesson6_exercises_forbid_nothing():
-    import sys
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    from grading.spec import spec_for
+    from tools.grading.spec import spec_for
 
     for exercise in ("l6_ex1", "l6_ex2", "l6_ex3"):
         assert spec_for(exercise).forbid == () and spec_for(exercise).forbid_matching == ()

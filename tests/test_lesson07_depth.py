@@ -6,7 +6,6 @@ import copy
 import io
 import json
 import math
-import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -34,10 +33,8 @@ from helpers.blocks import (
 from helpers.checks import ExerciseFailed
 from helpers.checks import depth as checks
 from helpers.plots import depth as plots
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from grading.spec import spec_for  # noqa: E402
-from grading.verdicts import judge, read_records  # noqa: E402
+from tools.grading.spec import spec_for  # noqa: E402
+from tools.grading.verdicts import judge, read_records  # noqa: E402
 
 # ----------------------------------------------------------------------------------------------
 # C7.1 every block maps [batch, n, d_model] to the same shape, so any number of blocks stack

@@ -3,7 +3,6 @@ formulas, the training helper, the explorer and the exercise checks."""
 
 import json
 import math
-import sys
 from dataclasses import asdict
 from pathlib import Path
 
@@ -894,8 +893,7 @@ def _solution(grade_id):
 
 def _judged(grade_id, name, answer, tmp_path, monkeypatch):
     """The grader's verdict (tools/grading) on ``answer`` against the solution's records."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from grading.verdicts import judge
+    from tools.grading.verdicts import judge
 
     def by_case(entries):
         return {e["case"]: [e] for e in entries}
@@ -954,8 +952,7 @@ def test_hidden_cases_differ_from_the_visible_ones(tmp_path, monkeypatch):
 
 
 def test_lesson8_grading_specs():
-    sys.path.insert(0, str(ROOT / "tools"))
-    from grading.spec import spec_for
+    from tools.grading.spec import spec_for
 
     assert spec_for("l8_ex1").forbid == () and spec_for("l8_ex2").forbid == ()
     spec = spec_for("l8_ex3")  # the visible check's tolerance, in the grade too
@@ -1002,11 +999,9 @@ def test_C8_5_C8_6_a_reduced_rerun_of_the_tool_agrees_with_the_shipped_runs(tmp_
     """tools/tying_runs.py rerun at reduced size (seed 0, 50 and 25 steps, the same settings
     otherwise) gives, at each checkpoint, values inside the shipped seeds' spread, and (same
     code, same seed, float64 on one thread) the shipped seed 0's values to 1e-9."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import tying_runs as tool
-
     from helpers.shipped import agrees_within_spread
     from helpers.tying_runs import load_tying_runs
+    from tools import tying_runs as tool
 
     args = ["--seeds", "0", "--tying-steps", "50", "--scale-steps", "25", "--out", str(tmp_path)]
     assert tool.main(args) == 0

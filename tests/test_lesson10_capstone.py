@@ -28,15 +28,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK = ROOT / "notebooks" / "10_trust_but_verify.ipynb"
-sys.path.insert(0, str(ROOT / "tools"))
-
-from grading.verdicts import judge  # noqa: E402
 
 from helpers import audit, init_weights, zoo  # noqa: E402
 from helpers.checks import ExerciseFailed  # noqa: E402
 from helpers.checks import audit as checks  # noqa: E402
 from helpers.checks.audit import normalized_verdicts  # noqa: E402
 from helpers.zoo import mystery as mystery_module  # noqa: E402
+from tools.grading.verdicts import judge  # noqa: E402
 
 
 def _cell(grade_id: str) -> str:

@@ -3,15 +3,12 @@ with its part, estimated minutes and points, and that table is the one the noteb
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from helpers.course import NOTEBOOKS
+from tools import lesson_table
 
 ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("lesson_table", ROOT / "tools" / "lesson_table.py")
-lesson_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(lesson_table)
 
 
 def test_guide_lists_every_notebook_with_the_minutes_and_points_the_notebooks_give():

@@ -129,21 +129,11 @@ def test_a_forged_timestamp_does_not_escape_the_late_penalty(exchange, tmp_path)
     """A full-marks submission handed in 1 day 23 hours late whose timestamp.txt claims an hour
     before the due date: nbgrader collect (classroom configuration), then coursework.py's
     confined autograde. The penalty is two started days of 10 %: 2 points earned, 0.4 taken."""
-    import importlib.util
-
     from _grading_notebooks import code_cell, python_notebook
 
     from helpers.course import Lesson
+    from tools import coursework as cw
 
-    if "coursework" in sys.modules:
-        cw = sys.modules["coursework"]
-    else:
-        spec = importlib.util.spec_from_file_location(
-            "coursework", ROOT / "tools" / "coursework.py"
-        )
-        cw = importlib.util.module_from_spec(spec)
-        sys.modules["coursework"] = cw
-        spec.loader.exec_module(cw)
     hand_in, collect = exchange
     course = tmp_path / "course"
     (course / "nbgrader_config.py").unlink()  # the course's own configuration instead

@@ -1,9 +1,9 @@
 """Build the course's reading site: static HTML of every lesson, from the committed notebooks.
 
-    python tools/build_site.py                       # student view, into build/site/
-    python tools/build_site.py --out DIR             # somewhere else
-    python tools/build_site.py --solutions           # instructor view: solutions and hidden tests, folded
-    python tools/build_site.py --jupyterhub-url https://hub.example.edu   # adds JupyterHub launch links
+    python -m tools.build_site                       # student view, into build/site/
+    python -m tools.build_site --out DIR             # somewhere else
+    python -m tools.build_site --solutions           # instructor view: solutions and hidden tests, folded
+    python -m tools.build_site --jupyterhub-url https://hub.example.edu   # adds JupyterHub launch links
 
 Nothing is executed and nothing is downloaded: each page is a committed, executed notebook with
 its stored outputs (those nbval compares), rendered by Sphinx + myst-nb + sphinx-book-theme, math
@@ -41,8 +41,8 @@ from pathlib import Path
 
 import nbformat
 
-# tools/ is on sys.path: this script's own folder (python tools/build_site.py), or the tests'
-from site_navigation import (
+# the site's two other modules, beside this one in the tools package (python -m tools.build_site)
+from tools.site_navigation import (
     BINDERHUB_URL,
     BRANCH,
     NOTEBOOKS,
@@ -57,7 +57,7 @@ from site_navigation import (
     launch_links,
     lesson_pages,
 )
-from site_views import (
+from tools.site_views import (
     WIDGET_VIEW,
     _is_exercise_cell,  # noqa: F401 - tests/test_site_course.py reads it here
     explorer_still,

@@ -35,7 +35,6 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from helpers.printing import rounding_margin  # noqa: E402
 

@@ -23,7 +23,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # helpers, when run from a checkout without installing
 
 from helpers.diagnostics import PROFILES, init_profiles, save_init_profiles  # noqa: E402
 

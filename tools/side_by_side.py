@@ -42,7 +42,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # helpers, when run from a checkout without installing
 
 from helpers.pretrain import LESSON_CONFIG, Corpus  # noqa: E402
 from helpers.shipped import experiment_command  # noqa: E402

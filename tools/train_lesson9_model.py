@@ -13,12 +13,10 @@ the model code changes (tests/test_lesson09_checkpoint.py says when the file no 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from helpers.checkpoint import CHECKPOINT_CONFIG, CHECKPOINT_PATH, save_checkpoint  # noqa: E402
 from helpers.pretrain import Corpus, Pretraining  # noqa: E402

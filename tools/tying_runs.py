@@ -15,12 +15,10 @@ compares it with the file).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from helpers.shipped import timed, write_results  # noqa: E402
 from helpers.tying_runs import (  # noqa: E402

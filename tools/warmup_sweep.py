@@ -36,7 +36,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # helpers, when run from a checkout without installing
 
 from helpers.paired import chance_alarms, t_quantile  # noqa: E402
 from helpers.shipped import experiment_command  # noqa: E402

@@ -1,3 +1,5 @@
+# Over 450 lines, one file: the kernelspec runs it as a script (python confine.py), and a
+# module it imported from beside it would be a second copy of one execute.py imports.
 """Start the grading kernel inside a bubblewrap sandbox (the confined kernelspec's argv).
 
     python tools/grading/confine.py CONNECTION_FILE

@@ -46,8 +46,11 @@ from pathlib import Path
 
 import nbformat
 
+from helpers.course import Lesson
+
 from . import limits
-from .plan import facts, python_source
+from .cellfacts import facts, python_source
+from .course import COURSE_DIR, _students, assignment_id
 
 #: Attribute or name -> why it is listed (any use).
 REACHES = {
@@ -364,3 +367,22 @@ def review(submission, instructor) -> list[Finding]:
             code = lines[line - 1].strip() if 0 < line <= len(lines) else ""
             findings.append(Finding(cell, line, reason, code[:120]))
     return findings
+
+
+def review_submissions(
+    lesson: Lesson, course_dir: Path = COURSE_DIR, students=None
+) -> dict[str, list]:
+    """The review list of every submission of ``lesson`` (tools/grading/review.py); a submission
+    the review cannot read gets one finding saying so (the others are still reviewed)."""
+    course_dir = Path(course_dir).resolve()
+    source = course_dir / "source" / assignment_id(lesson) / lesson.notebook
+    found = {}
+    for sid in students if students is not None else _students(course_dir, lesson):
+        submitted = course_dir / "submitted" / sid / assignment_id(lesson) / lesson.notebook
+        if not submitted.is_file() or submitted.is_symlink():
+            continue
+        try:
+            found[sid] = review(submitted, source)
+        except Exception as e:  # noqa: BLE001 - one unreadable submission stops nothing
+            found[sid] = [Finding("notebook", 0, f"could not be reviewed ({type(e).__name__})", "")]
+    return found

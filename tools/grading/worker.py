@@ -1,6 +1,6 @@
 """One grading worker: nbgrader's autograde, in this process, for the students it is sent.
 
-    python tools/grading/worker.py COURSE_DIR ASSIGNMENT
+    python -m tools.grading.worker COURSE_DIR ASSIGNMENT     # from the repository's root
 
 ``coursework.py autograde --jobs N`` starts N of these. Each reads one student id per line on
 stdin and answers one JSON line on stdout per student: ``{"student", "success", "error",
@@ -22,7 +22,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     course_dir, assignment = Path(argv[0]).resolve(), argv[1]
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    os.chdir(course_dir)  # nbgrader works in the course folder, as `nbgrader autograde` does
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
@@ -38,9 +38,9 @@ def main(argv: list[str]) -> int:
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     # what every student's autograde needs, loaded once at the start rather than in the first
     # student's time (the confined executor and the recorder it reads seeds from import torch)
-    import grading.execute  # noqa: F401
-    import grading.saveverdicts  # noqa: F401
     import helpers.grading  # noqa: F401
+    import tools.grading.execute  # noqa: F401
+    import tools.grading.saveverdicts  # noqa: F401
 
     # the answers go to a copy of stdout; fd 1 becomes stderr, so that nbgrader's and the kernels'
     # chatter (they inherit fd 1) never mixes with them
