@@ -1,3 +1,4 @@
+# Past ~450 lines on purpose: one job (the course's one loop), its rollback kept beside the step it undoes.
 """The course's one training loop (lessons 4, 5, 8 and 9), and lesson 8's tied/untied runs.
 
 Every lesson that trains a model trains it here: lesson 4's length experiment
@@ -130,7 +131,8 @@ class TrainingRun:
     Interrupted (KeyboardInterrupt, or any error inside a step, the evaluation included), the
     step in flight is rolled back (weights, optimizer state, batch generator): the run stays at
     its last completed step, and ``train(steps)`` again continues with exactly the numbers of a
-    run that was never interrupted. Training and evaluation run on one CPU thread.
+    run that was never interrupted (the rollback re-runs the steps since the last copy of the
+    run, :data:`CHECKPOINT_EVERY`). Training and evaluation run on one CPU thread.
     """
 
     def __init__(
