@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+from unittest import mock
 
 import matplotlib
 import pytest
@@ -197,18 +198,12 @@ def _interrupt_at_calls(run: Pretraining, calls: set[int]):
     return lambda: setattr(run.optimizer, "step", original)
 
 
-def test_the_run_is_copied_at_checkpoints_not_every_step(corpus, monkeypatch):
-    copies = {"n": 0}
+def test_the_run_is_copied_at_checkpoints_not_every_step(corpus):
     real = Pretraining._snapshot
-
-    def counting(self):
-        copies["n"] += 1
-        return real(self)
-
-    monkeypatch.setattr(Pretraining, "_snapshot", counting)
-    run = Pretraining(corpus, **{**TINY, "eval_every": 40}).train(120, "none")
+    with mock.patch.object(Pretraining, "_snapshot", autospec=True, side_effect=real) as copies:
+        run = Pretraining(corpus, **{**TINY, "eval_every": 40}).train(120, "none")
     # at the start of train, after each of the 3 evaluations, and at steps 50 and 100
-    assert copies["n"] == 1 + 3 + 120 // CHECKPOINT_EVERY
+    assert copies.call_count == 1 + 3 + 120 // CHECKPOINT_EVERY
     assert run.step == 120
 
 
