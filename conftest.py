@@ -27,6 +27,9 @@ SPREAD = (
     "tests/test_browser.py::",
     "tests/test_portable_outputs.py::",
     "tests/test_site_course.py::",
+    # each sandbox case starts its own confined kernel and mostly waits (a limit, a sleep): its
+    # own group, so that the other worker is not left waiting behind the whole file
+    "tests/test_grading_sandbox.py::",
 )
 #: test file -> its module- or class-scoped fixtures that no test uses together: a test using one
 #: of them is in that fixture's group (its module's or class's group, then "::fixture"), the
@@ -37,6 +40,9 @@ SPLIT_BY_FIXTURE = {
     "tests/test_coursework.py": ("graded",),
 }
 LONGEST_FIRST = (
+    # the course installed from its wheel (tests/_installs.py): test_installed_course.py's
+    # lessons outside the repository and test_colab_cell.py's install, one wheel and one venv
+    "course-install",
     "tests/test_coursework.py::TestLesson09",
     "tests/test_classroom.py",
     "tests/test_coursework.py::TestLesson08",
@@ -50,6 +56,7 @@ LONGEST_FIRST = (
     "tests/test_coursework.py::TestLesson07",
     "tests/test_coursework.py::TestLesson06",
     "tests/test_coursework.py::TestLesson10",
+    "tests/test_grading_sandbox.py::test_sandbox_a_notebook_over_its_time",
     "tests/test_portable_outputs.py::",
     "tests/test_browser.py::",
     "notebooks/",

@@ -9,10 +9,10 @@ n_heads heads of size d_k = d_model / n_heads, attends in each head, concatenate
 projects back with W_O, so it maps [batch, n, d_model] to [batch, n, d_model].
 
 Position can enter here instead of being added to the embeddings (C4.8; the sheet's K1 rules it
-out): ``positional="rotary"`` turns each head's queries and keys by lesson 4's R_p before the
-scores, ``positional="alibi"`` adds ``-m_h |p - q|`` to the scores of head h::
+out): ``positional="rotary"`` turns each head's queries and keys the way RoFormer and Llama do
+before the scores, ``positional="alibi"`` adds ``-m_h |p - q|`` to the scores of head h::
 
-    rotary:  softmax((R_p q_p)·(R_q k_q) / sqrt(d_k))             (R_p: lesson 4's rotation)
+    rotary:  softmax((R_(-p) q_p)·(R_(-q) k_q) / sqrt(d_k))       (R_p: lesson 4's rotation)
     alibi:   softmax(q_p·k_q / sqrt(d_k) - m_h |p - q|)          (m_h: the slope of head h)
 """
 
@@ -163,7 +163,7 @@ class MultiHeadAttention(nn.Module):
 
     ``positional`` is what attention itself does with position (C4.8): ``"none"`` (the default,
     the sheet's design: position, if any, was added to the embeddings), ``"rotary"`` (each head's
-    q and k turned by lesson 4's R_p with :func:`helpers.apply_rotary`, so d_head must be even)
+    q and k turned by R_(-p) with :func:`helpers.apply_rotary`, so d_head must be even)
     or ``"alibi"`` (``-m_h |p - q|`` added to head h's scores, :func:`helpers.alibi_bias`; any
     n_heads). Neither adds a parameter.
     """
@@ -231,7 +231,7 @@ class MultiHeadAttention(nn.Module):
         k = self._split(self.k_proj(x))  # [B, h, n, d_head]
         v = self._split(self.v_proj(x))  # [B, h, n, d_head]
         bias = None
-        if self.positional == "rotary":  # C4.8: q_p -> R_p q_p, k_q -> R_q k_q, in every head
+        if self.positional == "rotary":  # C4.8: q_p -> R_(-p) q_p, k_q -> R_(-q) k_q, each head
             q = apply_rotary(q, base=self.rotary_base)  # [B, h, n, d_head]
             k = apply_rotary(k, base=self.rotary_base)  # [B, h, n, d_head]
         elif self.positional == "alibi":  # C4.8: -m_h |p - q| on head h's scores

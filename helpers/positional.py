@@ -17,8 +17,9 @@ with :mod:`helpers.length`).
 Position can also enter *inside* attention instead (C4.8), which the sheet's first checklist item
 rules out; both are here so that lesson 4 can show what current models do:
 
-* rotary (RoPE, Su et al. 2021): :func:`apply_rotary` turns each query and key at position p by
-  lesson 4's R_p, so ``(R_p q)·(R_j k) = q·R_(j-p) k`` depends only on the offset j - p;
+* rotary (RoPE, Su et al. 2021): :func:`apply_rotary` turns each query and key at position p the
+  way RoFormer and Llama do, by lesson 4's R_p transposed (R_(-p)), so
+  ``(R_(-p) q)·(R_(-j) k) = q·R_(p-j) k`` depends only on the offset j - p;
 * ALiBi (Press et al. 2022): :func:`alibi_bias` is the penalty ``-m_h |p - q|`` added to the
   scores of head h.
 """
@@ -187,26 +188,29 @@ def _rotary_positions(positions, n: int, device) -> torch.Tensor:
 
 
 def apply_rotary(x: torch.Tensor, positions=None, base: float = 10000.0) -> torch.Tensor:
-    """Lesson 4 (C4.8). Rotary position after Su et al. 2021 (RoPE), turned the other way: the row
-    of ``x`` at position p becomes ``R_p x_p``, lesson 4's rotation (:func:`rotation_matrix`),
-    whose 2x2 blocks are the **transpose** of RoFormer's (and Hugging Face's Llama's) block
-    [[cos, -sin], [sin, cos]] of the angle ``pos * w_i`` (lesson 4b). The scores depend on the
-    offset either way; only the sign of the offset in them flips. For a query q at position p and a
-    key k at position j::
+    """Lesson 4 (C4.8, companion 04b). Rotary position (RoPE), in the direction of Su et al. 2021
+    (RoFormer, eq. 34) and Meta's Llama: each column pair (2i, 2i+1) of the row of ``x`` at
+    position ``pos`` is the complex number ``x[2i] + i x[2i+1]``, multiplied by ``e^(i pos w_i)``,
+    ``w_i = base^(-2i/d)``::
 
-        (R_p q)·(R_j k) = q·R_p^T R_j k = q·R_(j-p) k        depends only on j - p
+        out[2i]   = cos(pos w_i) x[2i] - sin(pos w_i) x[2i+1]
+        out[2i+1] = sin(pos w_i) x[2i] + cos(pos w_i) x[2i+1]
 
-    Each column pair (2i, 2i+1) (the interleaved layout of the sinusoidal table) is turned by the
-    angle ``pos * w_i``, ``w_i = base^(-2i/d)``::
+    Each 2x2 block [[cos, -sin], [sin, cos]] is RoFormer's. Lesson 4's :func:`rotation_matrix`
+    R_p, written for the sin-first sinusoidal table (``PE(p + k) = R_k PE(p)``), has the
+    transposed blocks [[cos, sin], [-sin, cos]]; so this turns row p by ``R_p^T = R_(-p)``. For a
+    query q at position p and a key k at position j::
 
-        out[2i]   =  cos(pos w_i) x[2i] + sin(pos w_i) x[2i+1]
-        out[2i+1] = -sin(pos w_i) x[2i] + cos(pos w_i) x[2i+1]
+        (R_(-p) q)·(R_(-j) k) = q·R_p R_(-j) k = q·R_(p-j) k    depends only on j - p
+
+    which is RoFormer's ``q^T Θ_(j-p) k`` with ``Θ_m = R_(-m)`` its block rotation by m·w_i.
 
     ``x`` is [..., n, d] with d even (queries or keys of one head, d = d_head); ``positions`` a
     1-D tensor [n] (integer or float), by default 0..n-1. Nothing is learned and nothing is added
     to the embeddings: position only enters the scores q·k. Angles are computed in float64, the
-    result has the dtype of ``x``. (Hugging Face's Llama pairs columns (i, i + d/2) instead and
-    turns them RoFormer's way, the transpose of these blocks; the tests match the two layouts.)
+    result has the dtype of ``x``. (Hugging Face's Llama pairs columns (i, i + d/2) instead, the
+    half-split layout, and turns each pair the same way: Llama's column i is column 2i here, its
+    column i + d/2 is column 2i+1; the tests compare the two through that permutation.)
     """
     check.tensor("x", x, layout="[..., n, d]")
     if x.dim() < 2:
@@ -229,8 +233,8 @@ def apply_rotary(x: torch.Tensor, positions=None, base: float = 10000.0) -> torc
     angles = pos[:, None] * rates[None, :]  # [n, d/2]: pos * w_i
     c, s = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)  # [n, d/2] each
     x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., n, d/2]: columns 2i and 2i+1
-    even = c * x1 + s * x2  # [..., n, d/2]: row 2i of R_pos
-    odd = -s * x1 + c * x2  # [..., n, d/2]: row 2i+1 of R_pos
+    even = c * x1 - s * x2  # [..., n, d/2]: real part of (x1 + i x2)·e^(i pos w)
+    odd = s * x1 + c * x2  # [..., n, d/2]: imaginary part
     return torch.stack([even, odd], dim=-1).flatten(-2)  # [..., n, d]: pairs interleaved again
 
 

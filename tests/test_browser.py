@@ -54,8 +54,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -66,28 +64,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from _outputs import compare_notebook, load_float_margins  # tests/ is on sys.path
+from _browsers import BROWSER_MARKS, free_port, stop_group  # tests/ is on sys.path
+from _outputs import compare_notebook, load_float_margins
 
 from helpers.course import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 RUN_ALL_TIMEOUT_S = 900  # a whole lesson, kernel start included
 STEP_TIMEOUT_MS = 60_000  # opening a page, a menu, a widget update
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - requirements-dev.txt has it
-    sync_playwright = None
 try:
     from axe_playwright_python.sync_playwright import Axe
 except ImportError:  # pragma: no cover - requirements-dev.txt has it
@@ -99,15 +85,7 @@ AXE_BASELINE = ROOT / "tests" / "axe_jupyterlab_baseline.json"
 SERIOUS = ("serious", "critical")
 OUTPUTS = ".jp-OutputArea-output"
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="browser tests need Debian's Chromium at /usr/bin/chromium "
-        "(apt-get install chromium); playwright never downloads a browser here",
-    ),
-    pytest.mark.skipif(sync_playwright is None, reason="python playwright is not installed"),
-]
+pytestmark = BROWSER_MARKS
 
 # JupyterLab user settings for the test server: no autosave (the committed notebooks are never
 # rewritten), every cell in the DOM (no virtual windowing), no news or update notifications.
@@ -173,26 +151,6 @@ class Lab:
                 self.api(f"/api/sessions/{session['id']}", method="DELETE")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """SIGTERM the server's process group (the server and its kernels), then SIGKILL."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 # JupyterLab and Chromium live for the worker's whole session: each lesson is a group of its own
 # (conftest.py), and a worker's lessons come between other modules' groups, where a module
 # fixture would stop and start both again for every lesson.
@@ -223,7 +181,7 @@ def lab():
         MKL_NUM_THREADS=threads,
         HELPERS_FLOAT_LOG=str(home / "floats.jsonl"),
     )
-    port, token = _free_port(), secrets.token_hex(24)
+    port, token = free_port(), secrets.token_hex(24)
     # one server per pytest-xdist worker that runs browser tests: each its own log
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     log = ARTIFACTS / f"browser_jupyterlab{'_' + worker if worker else ''}.log"
@@ -251,24 +209,13 @@ def lab():
                 time.sleep(0.5)
         yield server
     finally:
-        _stop(proc)
+        stop_group(proc)
         shutil.rmtree(home, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def browser(lab, playwright_driver):
-    chromium = playwright_driver.chromium.launch(
-        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-    )
-    try:
-        yield chromium
-    finally:
-        chromium.close()
-
-
 @pytest.fixture
-def page(browser, lab):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+def page(lab, chromium):  # the process's one Chromium (tests/conftest.py), a context of its own
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(STEP_TIMEOUT_MS)
     pg = context.new_page()
     try:
@@ -769,12 +716,12 @@ GOOD_FIRSTS = ("slider", "dropdown", "range")
 
 
 @pytest.fixture(scope="module")
-def good_selftest(lab, browser, selftest_dir):
+def good_selftest(lab, chromium, selftest_dir):
     """The good self-test notebook run once (one page, one kernel) with every explorer moved:
     the three tests below read their explorer's figures from it."""
     nb = selftest_dir / "good.ipynb"
     _selftest_notebook(nb, broken=False, firsts=GOOD_FIRSTS)
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
     context.set_default_timeout(STEP_TIMEOUT_MS)
     try:
         shot = ARTIFACTS / "browser_selftest_good.png"

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from _installs import COURSE_INSTALL  # tests/ is on sys.path
 
 from helpers import notebooks as lessons
 from helpers.course import estimated_minutes
@@ -158,50 +159,15 @@ def test_cell_does_nothing_and_prints_nothing_where_helpers_is_installed(tmp_pat
 
 
 @pytest.mark.slow
-def test_cell_installs_the_course_where_helpers_is_missing_and_keeps_torch(tmp_path):
-    wheels, venv, outside = tmp_path / "wheels", tmp_path / "venv", tmp_path / "outside"
+@pytest.mark.xdist_group(COURSE_INSTALL)  # beside test_installed_course.py: one wheel, one venv
+def test_cell_installs_the_course_where_helpers_is_missing_and_keeps_torch(
+    tmp_path, course_wheel, student_venv, student_env
+):
+    wheel, env, outside = course_wheel, dict(student_env), tmp_path / "outside"
     outside.mkdir()
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MPLBACKEND")
-    }
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
-        cwd=outside,
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = wheels.glob("*.whl")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    # what Colab has before the lesson: torch, numpy, matplotlib, ipywidgets, IPython; no helpers
-    subprocess.run(
-        [
-            python,
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "torch==2.13.0",
-            "numpy",
-            "matplotlib",
-            "ipywidgets",
-            "ipython",
-        ],
-        env=env,
-        cwd=outside,
-        check=True,
-        capture_output=True,
-    )
+    # what Colab has before the lesson (tests/conftest.py's student_venv): torch, numpy,
+    # matplotlib, ipywidgets, IPython; no helpers
+    python = str(student_venv / "bin" / "python")
     version = [python, "-c", "import torch, numpy; print(torch.__version__, numpy.__version__)"]
     before = subprocess.run(version, env=env, capture_output=True, text=True, check=True).stdout
     next_cell = (

@@ -23,15 +23,12 @@ an instructor's secret, generate_feedback), with an attacker among honest studen
 from __future__ import annotations
 
 import base64
-import contextlib
 import copy
 import importlib.util
 import os
 import re
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -62,6 +59,7 @@ def _tool(name: str):
 
 
 cw = _tool("coursework")
+from _browsers import CHROMIUM, free_port, stop_group  # noqa: E402
 from _grading_notebooks import code_cell, python_notebook, run_coursework  # noqa: E402
 from grading.feedbackoutputs import NOTE, hide_outputs_after_hidden_tests  # noqa: E402
 from grading.sanitize import (  # noqa: E402
@@ -74,15 +72,6 @@ from grading.sanitize import (  # noqa: E402
 from helpers.course import Lesson  # noqa: E402
 from helpers.grading import derive_seed  # noqa: E402
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 TEMPLATES = Path(nbgrader.__file__).parent / "server_extensions" / "formgrader" / "templates"
 
 # ---- the payloads ------------------------------------------------------------------------------
@@ -431,25 +420,6 @@ def _scores(out: str) -> dict[str, str]:
     return dict(re.findall(r"^(\w+): (\d+/\d+)", out, flags=re.M))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     if shutil.which("bwrap") is None:
@@ -600,13 +570,10 @@ def test_inert_the_feedback_shows_no_hidden_input_nor_what_the_student_printed_h
 @needs_chromium
 @pytest.mark.browser
 @pytest.mark.slow
-def test_inert_feedback_pages_run_no_student_script_in_chromium(course, playwright_driver):
-    browser = playwright_driver.chromium.launch(
-        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-    )
-    try:
-        for student in ("attacker", "honest"):
-            page = browser.new_page()
+def test_inert_feedback_pages_run_no_student_script_in_chromium(course, chromium):
+    for student in ("attacker", "honest"):
+        page = chromium.new_page()  # a context of its own, closed with the page
+        try:
             logs: list[str] = []
             page.on("console", lambda msg, logs=logs: logs.append(msg.text))
             page.on("dialog", lambda d, logs=logs: (logs.append("dialog"), d.dismiss()))
@@ -617,9 +584,8 @@ def test_inert_feedback_pages_run_no_student_script_in_chromium(course, playwrig
             assert page.evaluate("document.querySelectorAll('iframe, object, embed').length") == 0
             body = page.inner_text("body")
             assert "Comments" in body or student == "honest"
+        finally:
             page.close()
-    finally:
-        browser.close()
 
 
 @pytest.fixture(scope="module")
@@ -628,7 +594,7 @@ def formgrader(course):
     reads the course's nbgrader_config.py, as docs/INSTRUCTORS.md says), on loopback, a token."""
     home = course["course"].parent / "server-home"
     home.mkdir(exist_ok=True)
-    port, token = _free_port(), secrets.token_hex(24)
+    port, token = free_port(), secrets.token_hex(24)
     log = home / "server.log"
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     env.update(JUPYTER_RUNTIME_DIR=str(home / "runtime"), JUPYTER_DATA_DIR=str(home / "data"))
@@ -662,7 +628,7 @@ def formgrader(course):
                 time.sleep(0.5)
         yield {"url": url, "token": token, "log": log}
     finally:
-        _stop(proc)
+        stop_group(proc)
 
 
 @needs_bwrap
@@ -670,7 +636,7 @@ def formgrader(course):
 @pytest.mark.browser
 @pytest.mark.slow
 def test_inert_the_instructor_opens_the_submission_in_the_formgrader_and_nothing_runs(
-    course, formgrader, playwright_driver
+    course, formgrader, chromium
 ):
     from nbgrader.api import Gradebook
 
@@ -678,11 +644,8 @@ def test_inert_the_instructor_opens_the_submission_in_the_formgrader_and_nothing
     assert all(manual is None for _, _, manual, _ in before), before
     with Gradebook(f"sqlite:///{course['course'] / 'gradebook.db'}") as gb:
         submission = gb.find_submission_notebook("synthetic", "lesson99", "attacker").id
-    browser = playwright_driver.chromium.launch(
-        executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True
-    )
+    page = chromium.new_page()  # a context of its own, closed with the page
     try:
-        page = browser.new_page()
         logs, api_writes = [], []
         page.on("console", lambda msg: logs.append(msg.text))
         page.on("dialog", lambda dialog: (logs.append("dialog"), dialog.dismiss()))
@@ -725,7 +688,7 @@ def test_inert_the_instructor_opens_the_submission_in_the_formgrader_and_nothing
         )
         page.close()
     finally:
-        browser.close()
+        page.close()
     after = _grades(course, "attacker")
     ran = {
         "page marked": pwned,

@@ -16,15 +16,14 @@ whole file, 4 min 5 s at a load average of 3 to 4. More than the couple of minut
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import nbformat
 import pytest
 from _grading_notebooks import load_coursework
+from _installs import COURSE_INSTALL, run_ok
 from _outputs import compare_notebook  # tests/ is on sys.path
 
 from helpers import notebooks as lessons
@@ -117,44 +116,31 @@ def test_write_lessons_writes_every_lesson_and_refuses_to_overwrite(tmp_path):
         lessons.write_lessons(tmp_path / "other", full="yes")
 
 
-#: run by the fresh environment's Python: each notebook of a folder executed alone, in that folder
+#: run by the fresh environment's Python: each notebook given executed alone, in its own folder
+#: and with its kernel started there, one after the other in this one process (one interpreter
+#: start and one import of nbclient for all the lessons, not one each); a lesson that fails is
+#: reported and the next one still runs
 RUNNER = """
-import sys, nbformat
+import json, sys, traceback, nbformat
 from nbclient import NotebookClient
-path = sys.argv[1]
-nb = nbformat.read(path, as_version=4)
-NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": sys.argv[2]}}).execute()
-nbformat.write(nb, sys.argv[3])
+failed = {}
+for path, folder, executed in json.loads(sys.argv[1]):
+    nb = nbformat.read(path, as_version=4)
+    try:
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": folder}}).execute()
+    except Exception:
+        failed[path] = traceback.format_exc()[-3000:]
+    nbformat.write(nb, executed)
+print(json.dumps(failed))
 """
 
 
-def _run(cmd, **kwargs):
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kwargs)
-    assert run.returncode == 0, f"{cmd}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-    return run
-
-
 @pytest.mark.slow
-def test_wheel_keeps_torch_and_each_lesson_runs_alone_outside_the_repository(tmp_path):
-    outside = tmp_path / "outside"  # nothing of the repository is importable from here
-    outside.mkdir()
-    wheels = tmp_path / "wheels"
-    _run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(ROOT),
-        ],
-        cwd=outside,
-    )
-    (wheel,) = wheels.glob("transformer_block_course-*.whl")
-
+@pytest.mark.xdist_group(COURSE_INSTALL)  # beside test_colab_cell.py's install: one wheel, one venv
+def test_wheel_keeps_torch_and_each_lesson_runs_alone_outside_the_repository(
+    tmp_path, course_wheel, student_venv, student_env
+):
+    wheel, env = course_wheel, student_env
     # the wheel holds the student versions of the committed notebooks/, and nothing more
     with zipfile.ZipFile(wheel) as archive:
         shipped = {
@@ -174,17 +160,14 @@ def test_wheel_keeps_torch_and_each_lesson_runs_alone_outside_the_repository(tmp
         committed = json.loads((ROOT / "notebooks" / name).read_text())
         assert nb == lessons.student_version(committed), f"the wheel's {name} is not notebooks/'s"
 
-    venv = tmp_path / "venv"
-    _run([sys.executable, "-m", "venv", str(venv)])
-    python = str(venv / "bin" / "python")
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MPLBACKEND", "VIRTUAL_ENV")
-    }
-    pip = [python, "-m", "pip", "install", "-q"]
-    _run([*pip, f"torch=={TORCH}"], env=env, cwd=outside)
+    # a student's fresh environment: torch (and numpy, matplotlib, ipywidgets, IPython) already
+    # there, the course not (tests/conftest.py's student_venv)
+    python = str(student_venv / "bin" / "python")
+    outside = tmp_path / "outside"  # this test's own folder outside the repository
+    outside.mkdir()
     version = [python, "-c", "import torch; print(torch.__version__, torch.__file__)"]
-    before = _run(version, env=env, cwd=outside).stdout
-    install = _run(
+    before = run_ok(version, env=env, cwd=outside).stdout
+    install = run_ok(
         [python, "-m", "pip", "install", str(wheel), "ipykernel", "nbclient", "nbformat"],
         env=env,
         cwd=outside,
@@ -192,14 +175,14 @@ def test_wheel_keeps_torch_and_each_lesson_runs_alone_outside_the_repository(tmp
     installed = [line for line in install.stdout.splitlines() if "Successfully installed" in line]
     assert installed and "transformer-block-course" in installed[0]
     assert " torch-" not in installed[0], installed[0]
-    assert _run(version, env=env, cwd=outside).stdout == before, (
+    assert run_ok(version, env=env, cwd=outside).stdout == before, (
         "installing the course replaced torch"
     )
     assert before.startswith(TORCH)
 
     # the student versions, from the installed package
     students = outside / "lessons"
-    out = _run([python, "-m", "helpers.notebooks", str(students)], env=env, cwd=outside)
+    out = run_ok([python, "-m", "helpers.notebooks", str(students)], env=env, cwd=outside)
     assert f"student versions of {len(NOTEBOOKS)} lessons" in out.stdout
     for name, nb in shipped.items():
         assert json.loads((students / name).read_text()) == nb
@@ -214,7 +197,7 @@ def test_wheel_keeps_torch_and_each_lesson_runs_alone_outside_the_repository(tmp
     assert refused.returncode == 2 and "student versions only" in refused.stderr
     # the full versions, given as an instructor would (--source), each executed alone
     full = outside / "full"
-    _run(
+    run_ok(
         [
             python,
             "-m",
@@ -229,18 +212,19 @@ def test_wheel_keeps_torch_and_each_lesson_runs_alone_outside_the_repository(tmp
     )
     runner = tmp_path / "runner.py"
     runner.write_text(RUNNER)
-    problems = []
+    jobs = []
     for entry in NOTEBOOKS:
         alone = outside / entry.key  # an empty folder holding this one notebook
         alone.mkdir()
         (alone / entry.notebook).write_bytes((full / entry.notebook).read_bytes())
         executed = tmp_path / f"executed-{entry.notebook}"
-        _run(
-            [python, str(runner), str(alone / entry.notebook), str(alone), str(executed)],
-            env=env,
-            cwd=alone,
-        )
-        live = nbformat.read(str(executed), as_version=4)  # sources joined, as stored
+        jobs.append((str(alone / entry.notebook), str(alone), str(executed)))
+    ran = run_ok([python, str(runner), json.dumps(jobs)], env=env, cwd=outside)
+    failed = json.loads(ran.stdout.splitlines()[-1])
+    assert not failed, "\n\n".join(f"{path}:\n{error}" for path, error in failed.items())
+    problems = []
+    for entry, (_, _, executed) in zip(NOTEBOOKS, jobs, strict=True):
+        live = nbformat.read(executed, as_version=4)  # sources joined, as stored
         problems += [
             f"{entry.notebook}: {p}"
             for p in compare_notebook(ROOT / "notebooks" / entry.notebook, live)

@@ -27,13 +27,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"  # transformers is a test-only reference: nev
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Every tensor here is tiny: one torch thread is faster than several on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny tensors
 
 
 def _rotated_scores(q, k, positions):
@@ -44,36 +38,64 @@ def _rotated_scores(q, k, positions):
 # --- C4.8 rotary -------------------------------------------------------------------------------
 
 
-def test_C4_8_rotary_is_rotation_matrix_applied_to_each_vector():
+def test_C4_8_rotary_multiplies_each_pair_by_e_to_the_i_pos_theta_as_roformer_eq_34():
+    """RoFormer (Su et al. 2021) eq. 34 and Meta's Llama: the pair (x[2i], x[2i+1]) is the
+    complex number x[2i] + i x[2i+1], multiplied by e^(i pos w_i), w_i = 10000^(-2i/d)."""
+    n, d = 7, 8
+    x = torch.randn(2, 3, n, d, dtype=F64)  # [B, h, n, d]
+    positions = torch.tensor([0, 1, 5, 2, 11, 40, 3])
+    rates = 10000.0 ** (-torch.arange(0, d, 2, dtype=F64) / d)  # [d/2]
+    turn = torch.polar(torch.ones(n, d // 2, dtype=F64), positions[:, None].double() * rates)
+    want = torch.view_as_real(torch.view_as_complex(x.reshape(2, 3, n, d // 2, 2)) * turn)
+    torch.testing.assert_close(
+        apply_rotary(x, positions), want.reshape(x.shape), rtol=0, atol=1e-12
+    )
+    # written out: out[2i] = c x[2i] - s x[2i+1], out[2i+1] = s x[2i] + c x[2i+1]; the unit
+    # vector on column 0 turns towards column 1 (counter-clockwise) as the position grows
+    e0 = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=F64)  # pair 0 turns by 1 rad per position
+    torch.testing.assert_close(
+        apply_rotary(e0, torch.tensor([1])),
+        torch.tensor([[math.cos(1), math.sin(1), 0, 0]], dtype=F64),
+    )
+
+
+def test_C4_8_rotary_turns_row_p_by_lesson_4s_R_p_transposed():
+    """Lesson 4's R_p (written for the sin-first table) has the transposed blocks: row p is turned
+    by R_p^T = R_(-p)."""
     x = torch.randn(2, 3, 7, 8, dtype=F64)  # [B, h, n, d]
     positions = torch.tensor([0, 1, 5, 2, 11, 40, 3])
     got = apply_rotary(x, positions)  # [B, h, n, d]
     assert got.dtype == F64 and got.shape == x.shape
     for i, p in enumerate(positions.tolist()):
-        r = rotation_matrix(p, 8)  # [d, d]: lesson 4's R_p; x @ R^T applies R to each row
-        torch.testing.assert_close(got[..., i, :], x[..., i, :] @ r.T, rtol=0, atol=1e-12)
+        r = rotation_matrix(p, 8)  # [d, d]: lesson 4's R_p; a row times R applies R^T to it
+        torch.testing.assert_close(got[..., i, :], x[..., i, :] @ r, rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            got[..., i, :], x[..., i, :] @ rotation_matrix(-p, 8).T, rtol=0, atol=1e-12
+        )
     default = apply_rotary(x)  # positions 0..n-1
     for p in range(7):
         torch.testing.assert_close(
-            default[..., p, :], x[..., p, :] @ rotation_matrix(p, 8).T, rtol=0, atol=1e-12
+            default[..., p, :], x[..., p, :] @ rotation_matrix(p, 8), rtol=0, atol=1e-12
         )
     # float positions work too, and float32 in gives float32 out
     half = apply_rotary(x.float(), torch.tensor([0.5] * 7))
     assert half.dtype == torch.float32
-    torch.testing.assert_close(half[0, 0, 0], (rotation_matrix(0.5, 8) @ x[0, 0, 0]).float())
+    torch.testing.assert_close(half[0, 0, 0], (rotation_matrix(-0.5, 8) @ x[0, 0, 0]).float())
 
 
-def test_C4_8_rotary_scores_depend_only_on_p_minus_q():
+def test_C4_8_rotary_scores_depend_only_on_j_minus_p():
     n, d = 9, 16
     q, k = torch.randn(n, d, dtype=F64), torch.randn(n, d, dtype=F64)  # row i: at position i
     base = _rotated_scores(q, k, torch.arange(n))  # [n, n]
     for shift in (1, 7, 1000, -3):
         moved = _rotated_scores(q, k, torch.arange(n) + shift)  # every position moved by shift
         torch.testing.assert_close(moved, base, rtol=0, atol=1e-10)
-    # (R_p q)·(R_q k) = q·R_(q-p) k, lesson 4's rotation by the offset alone
+    # (R_(-p) q)·(R_(-j) k) = q·R_(p-j) k: RoFormer's q^T Θ_(j-p) k, Θ_m = R_(-m) its rotation
     for p, j in [(0, 0), (3, 1), (8, 2), (2, 7)]:
-        want = q[p] @ rotation_matrix(j - p, d) @ k[j]
+        want = q[p] @ rotation_matrix(p - j, d) @ k[j]
         torch.testing.assert_close(base[p, j], want, rtol=0, atol=1e-12)
+        theta = apply_rotary(torch.eye(d, dtype=F64), torch.full((d,), j - p)).T  # [d, d]: Θ_(j-p)
+        torch.testing.assert_close(base[p, j], q[p] @ theta @ k[j], rtol=0, atol=1e-12)
     # and the score does depend on the offset: the same q and k at other distances score differently
     one_q, one_k = q[:1].expand(n, d), k[:1].expand(n, d)  # the same vectors at every position
     s = _rotated_scores(one_q, one_k, torch.arange(n))  # [n, n]: depends on p - q only
@@ -81,18 +103,21 @@ def test_C4_8_rotary_scores_depend_only_on_p_minus_q():
     assert (s[0] - s[0, 0]).abs().max() > 1e-2  # offsets 0..n-1 do not all score alike
 
 
-def test_C4_8_rotary_matches_hugging_face_llama_after_matching_the_pair_layout():
-    """Reference: transformers' Llama (``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``).
+#: Llama's column j (half-split: pair i is columns i and i + d/2) is the course's column
+#: LLAMA_TO_COURSE[j] (interleaved: pair i is columns 2i and 2i+1), for d = 16
+LLAMA_TO_COURSE = torch.cat([torch.arange(0, 16, 2), torch.arange(1, 16, 2)])
 
-    Pair layouts differ. The course pairs columns (2i, 2i+1) (interleaved, the sinusoidal table's
-    layout) and turns them by lesson 4's R_p: ``out[2i] = c x[2i] + s x[2i+1]``,
-    ``out[2i+1] = -s x[2i] + c x[2i+1]`` (c, s = cos, sin of p w_i). Llama pairs columns
-    (i, i + d/2) (the half-split layout, ``rotate_half``) and turns them the other way:
-    ``out[i] = c y[i] - s y[i+d/2]``, ``out[i+d/2] = s y[i] + c y[i+d/2]``. Both use
-    w_i = base^(-2i/d). So with the columns permuted, y[i] = x[2i+1] and y[i+d/2] = x[2i], they
-    agree; with the plain permutation y[i] = x[2i], y[i+d/2] = x[2i+1] they agree up to the sign
-    of the angle (positions negated). Either way the score depends only on p - q.
-    """
+
+@pytest.mark.parametrize("rope_theta", [10000.0, 500000.0])  # the course's base, Llama 3's
+def test_C4_8_rotary_equals_hugging_face_llama_through_the_pair_layout_permutation(rope_theta):
+    """Reference: transformers' Llama (``LlamaRotaryEmbedding`` + ``apply_rotary_pos_emb``), a tiny
+    config built offline, its rope base read from the config.
+
+    Llama pairs columns (i, i + d/2) (the half-split layout, ``rotate_half``), the course pairs
+    (2i, 2i+1); both turn pair i RoFormer's way by p·w_i, w_i = base^(-2i/d). So Llama's vectors,
+    their columns moved to the course's layout (Llama column i -> course column 2i, column
+    i + d/2 -> 2i+1), rotated by ``apply_rotary`` and moved back, are Llama's own rotated
+    vectors to float32 rounding (Llama computes in float32: 1e-5 on angles up to 11 rad)."""
     pytest.importorskip("transformers")
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import (
@@ -101,31 +126,38 @@ def test_C4_8_rotary_matches_hugging_face_llama_after_matching_the_pair_layout()
     )
 
     b, h, n, d = 2, 3, 12, 16
-    config = LlamaConfig(hidden_size=h * d, num_attention_heads=h, head_dim=d)
-    assert config.rope_parameters["rope_theta"] == 10000.0  # the course's base
+    config = LlamaConfig(
+        hidden_size=h * d,
+        num_attention_heads=h,
+        head_dim=d,
+        rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
+    )
+    base = config.rope_parameters["rope_theta"]
+    assert base == rope_theta
     rope = LlamaRotaryEmbedding(config)
     q, k = torch.randn(b, h, n, d), torch.randn(b, h, n, d)  # float32, Llama's layout
     position_ids = torch.arange(n).expand(b, n)  # [B, n]
     cos, sin = rope(q, position_ids)  # [B, n, d] each
     q_hf, k_hf = apply_rotary_pos_emb(q, k, cos, sin)  # [B, h, n, d]
 
-    # Llama column j holds course column to_course[j]: y[i] = x[2i+1], y[i + d/2] = x[2i]
-    to_course = torch.cat([torch.arange(1, d, 2), torch.arange(0, d, 2)])  # [d]
-    course = torch.empty_like(q)
-    course[..., to_course] = q  # the same vectors in the course's interleaved layout
-    ours = apply_rotary(course.double())[..., to_course].float()  # back in Llama's layout
-    torch.testing.assert_close(ours, q_hf, rtol=0, atol=2e-5)
-    course_k = torch.empty_like(k)
-    course_k[..., to_course] = k
-    torch.testing.assert_close(
-        apply_rotary(course_k.double())[..., to_course].float(), k_hf, rtol=0, atol=2e-5
-    )
-
-    # the plain pairing (2i -> i, 2i+1 -> i + d/2) matches with the angle's sign flipped
-    plain = torch.cat([torch.arange(0, d, 2), torch.arange(1, d, 2)])  # [d]
-    course[..., plain] = q
-    flipped = apply_rotary(course.double(), -torch.arange(n))[..., plain].float()
-    torch.testing.assert_close(flipped, q_hf, rtol=0, atol=2e-5)
+    for ours_in, theirs in ((q, q_hf), (k, k_hf)):
+        course = torch.empty_like(ours_in)
+        course[..., LLAMA_TO_COURSE] = ours_in  # the same vectors in the course's layout
+        ours = apply_rotary(course.double(), base=base)[..., LLAMA_TO_COURSE].float()
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=2e-5)
+    # the scores too (what attention sees), and they are not those of the other direction
+    scores_hf = q_hf @ k_hf.transpose(-2, -1)  # [B, h, n, n]
+    course_q, course_k = torch.empty_like(q), torch.empty_like(k)
+    course_q[..., LLAMA_TO_COURSE], course_k[..., LLAMA_TO_COURSE] = q, k
+    ours = apply_rotary(course_q.double(), base=base) @ apply_rotary(
+        course_k.double(), base=base
+    ).transpose(-2, -1)
+    torch.testing.assert_close(ours.float(), scores_hf, rtol=0, atol=1e-4)
+    back = torch.arange(n).neg()  # the old direction: every angle negated
+    other = apply_rotary(course_q.double(), back, base=base) @ apply_rotary(
+        course_k.double(), back, base=base
+    ).transpose(-2, -1)
+    assert (other.float() - scores_hf).abs().max() > 0.1
 
 
 # --- C4.8 ALiBi --------------------------------------------------------------------------------
@@ -192,12 +224,12 @@ def test_C4_8_alibi_matches_bloom_build_alibi_tensor(n_heads):
 # --- attention with position inside it ---------------------------------------------------------
 
 
-def test_C4_8_rotary_attention_equals_rotating_q_and_k_by_R_p():
+def test_C4_8_rotary_attention_equals_rotating_q_and_k_by_R_minus_p():
     torch.manual_seed(1)
     mha = MultiHeadAttention(16, 2, causal=True, positional="rotary").double()
     x = torch.randn(2, 5, 16, dtype=F64)
     q, k, v = (mha._split(w(x)) for w in (mha.q_proj, mha.k_proj, mha.v_proj))  # [B, h, n, d_h]
-    r = torch.stack([rotation_matrix(p, 8) for p in range(5)])  # [n, d_h, d_h]
+    r = torch.stack([rotation_matrix(-p, 8) for p in range(5)])  # [n, d_h, d_h]: RoFormer's
     q, k = (torch.einsum("pij,bhpj->bhpi", r, t) for t in (q, k))
     out, _ = helpers.scaled_dot_product_attention(q, k, v, causal=True)  # [B, h, n, d_h]
     want = mha.out_proj(out.transpose(1, 2).reshape(2, 5, 16))
@@ -351,3 +383,104 @@ def test_bad_arguments_name_the_argument_and_what_is_allowed(call, error, match)
     """Rotary, ALiBi and attention with position inside: a clear error for bad input."""
     with pytest.raises(error, match=match):
         call()
+
+
+# --- 04b's exercise 1 (rotary in Llama's half-split layout): the direction, in check and grade ----
+
+L4B = "04b_position_inside_attention.ipynb"
+
+#: RoFormer's direction written three honest ways; ``{sign}`` is "" for it, "-" for the old
+#: direction (every angle negated: the transposed blocks, lesson 4's R_p on each pair)
+_COMPLEX_FORM = """
+def rotary_half_split(x, positions):
+    n, d = x.shape
+    half = d // 2
+    w = 10000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / d)  # [d/2]
+    angles = {sign}positions.double()[:, None] * w  # [n, d/2]
+    z = torch.complex(x[:, :half], x[:, half:]) * torch.polar(torch.ones_like(angles), angles)
+    return torch.cat([z.real, z.imag], dim=1)  # pair i = (i, i + d/2) as a complex number
+"""
+_MATRIX_FORM = """
+def rotary_half_split(x, positions):
+    n, d = x.shape
+    half = d // 2
+    rows = []
+    for p in range(n):  # one d x d rotation per position, its 2x2 blocks on (i, i + d/2)
+        m = torch.zeros(d, d, dtype=torch.float64)
+        for i in range(half):
+            a = {sign}float(positions[p]) / 10000 ** (2 * i / d)
+            m[i, i], m[i, i + half] = math.cos(a), -math.sin(a)
+            m[i + half, i], m[i + half, i + half] = math.sin(a), math.cos(a)
+        rows.append(m @ x[p])
+    return torch.stack(rows)
+"""
+_PERMUTED_INTERLEAVED = """
+def rotary_half_split(x, positions):
+    n, d = x.shape
+    half = d // 2
+    order = torch.stack([torch.arange(half), torch.arange(half) + half], dim=1).flatten()
+    y = x[:, order]  # [n, d]: pair i now at columns (2i, 2i + 1)
+    w = 10000.0 ** (-2 * torch.arange(half, dtype=torch.float64) / d)
+    angles = {sign}positions.double()[:, None] * w
+    c, s = torch.cos(angles), torch.sin(angles)
+    turned = torch.stack([c * y[:, 0::2] - s * y[:, 1::2], s * y[:, 0::2] + c * y[:, 1::2]], -1)
+    out = torch.empty_like(x)
+    out[:, order] = turned.flatten(1)  # back to the half-split layout
+    return out
+"""
+_FORMS = {
+    "complex": _COMPLEX_FORM,
+    "matrix": _MATRIX_FORM,
+    "interleaved, permuted": _PERMUTED_INTERLEAVED,
+}
+
+
+@pytest.mark.parametrize("form", list(_FORMS))
+def test_4b_ex1_roformer_direction_written_another_way_passes_check_and_grade(form, tmp_path):
+    from _exercise_runs import run
+
+    result = run(L4B, "l4b_ex1", _FORMS[form].format(sign=""), tmp_path)
+    assert result.check, result.said
+    assert result.grade.correct, result.grade.message
+
+
+@pytest.mark.parametrize("form", list(_FORMS))
+def test_4b_ex1_the_old_direction_fails_check_and_grade(form, tmp_path):
+    from _exercise_runs import run
+
+    result = run(L4B, "l4b_ex1", _FORMS[form].format(sign="-"), tmp_path)
+    assert not result.check and "turns the wrong way" in result.said, result.said
+    assert not result.grade.correct, result.grade.message
+
+
+def test_C4_8_the_other_direction_is_this_one_with_each_pairs_second_row_of_W_Q_and_W_K_negated(
+    monkeypatch,
+):
+    """What helpers/data/README.md says of the shipped runs: a rotary model turning the other way
+    (lesson 4's R_p on row p) computes what this one computes with the second output row of each
+    pair of W_Q and W_K (and of their biases) negated, a relabelling of a sign-symmetric draw."""
+    import helpers.attention
+
+    torch.manual_seed(0)
+    model = TransformerLM(40, 32, 2, 4, max_len=16, positional="rotary").double().eval()
+    tokens = torch.randint(0, 40, (2, 10))
+    with torch.no_grad():
+        ours = model(tokens)
+
+    def other_way(x, positions=None, base=10000.0):  # row p turned by R_p, lesson 4's rotation
+        n, d = x.shape[-2:]
+        r = torch.stack([rotation_matrix(p, d, base, dtype=x.dtype) for p in range(n)])  # [n,d,d]
+        return torch.einsum("pij,...pj->...pi", r, x)
+
+    monkeypatch.setattr(helpers.attention, "apply_rotary", other_way)
+    with torch.no_grad():
+        assert (model(tokens) - ours).abs().max() > 1e-3  # the other way alone: another model
+        for mha in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):
+            sign = torch.ones(mha.d_head, dtype=F64)
+            sign[1::2] = -1  # each pair's second row
+            sign = sign.repeat(mha.n_heads)  # [d_model]: every head
+            for proj in (mha.q_proj, mha.k_proj):
+                proj.weight.mul_(sign[:, None])
+                if proj.bias is not None:
+                    proj.bias.mul_(sign)
+        torch.testing.assert_close(model(tokens), ours, rtol=0, atol=1e-10)

@@ -20,15 +20,6 @@ from helpers.warmup import train_with_warmup, warmup_lr
 from helpers.widgets import norm_explorer
 
 
-@pytest.fixture
-def one_thread():
-    """Small models run fastest, and reproducibly, on one thread."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _ln_formula(x, gamma, beta, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)  # biased

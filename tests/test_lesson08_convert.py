@@ -10,33 +10,20 @@ same ids; a conversion broken in one block is named at that block by compare_hid
 
 import pytest
 import torch
-from test_lesson08_model_options import _one_thread  # noqa: F401 (autouse: one torch thread)
 
 from helpers import TransformerLM, count_parameters
 from helpers.compare import compare_hidden_states
 from helpers.convert import from_huggingface, half_split_to_interleaved, to_huggingface
-from helpers.positional import apply_rotary
 from helpers.zoo.gpt import GPT
 from helpers.zoo.huggingface import transformers_available
 
-pytestmark = pytest.mark.skipif(not transformers_available(), reason="transformers not installed")
+pytestmark = [
+    pytest.mark.skipif(not transformers_available(), reason="transformers not installed"),
+    pytest.mark.usefixtures("one_thread"),  # tests/conftest.py: one torch thread
+]
 
 #: float32: largest |difference| allowed in any hidden state or logit (see the module docstring)
 BOUND = 1e-5
-
-
-def _roformer_direction() -> bool:
-    """True when helpers.apply_rotary turns RoFormer's way: out[0] = cos x[0] - sin x[1]."""
-    x = torch.tensor([[0.0, 1.0], [0.0, 1.0]], dtype=torch.float64)  # positions 0 and 1
-    return bool(apply_rotary(x)[1, 0] < 0)
-
-
-llama_direction = pytest.mark.xfail(
-    not _roformer_direction(),
-    reason="helpers.apply_rotary still turns the transpose of RoFormer's (and Llama's) rotation; "
-    "issue 39's rotary change flips it, then these pass",
-    strict=True,
-)
 
 
 def _hf():
@@ -101,8 +88,7 @@ LLAMA_CASES = [
 ]
 BUILD = {"gpt2": lambda **c: _gpt2(**c), "llama": lambda **c: _llama(**c)}
 CASES = [pytest.param("gpt2", c, id=f"gpt2-seed{c['seed']}") for c in GPT2_CASES] + [
-    pytest.param("llama", c, id=f"llama-seed{c['seed']}", marks=llama_direction)
-    for c in LLAMA_CASES
+    pytest.param("llama", c, id=f"llama-seed{c['seed']}") for c in LLAMA_CASES
 ]
 
 
@@ -185,7 +171,6 @@ def test_a_broken_conversion_is_named_at_its_first_layer():
     assert "they part at block 2" in str(report)
 
 
-@llama_direction
 def test_llama_rows_not_permuted_in_one_block_is_named():
     hf = _llama(seed=11, num_hidden_layers=3)
     ours = from_huggingface(hf)

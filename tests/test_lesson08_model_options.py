@@ -24,13 +24,7 @@ from helpers.params import lm_parameter_counts
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Every tensor here is tiny: one torch thread is faster than several on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py: tiny tensors
 
 
 # --- TransformerLM with every option -----------------------------------------------------------

@@ -285,11 +285,9 @@ _PLACE = "*Your prediction (edit this cell):*"
 
 @every
 def test_a_prediction_asked_for_has_a_cell_to_write_it_in(lesson):
-    """Issue 41: an exercise that asks the student to predict before checking gives the
+    """An exercise that asks the student to predict before checking gives the
     prediction a place: a markdown cell "*Your prediction (edit this cell):* ..." among the three
     cells after the question (before the check can show the answer)."""
-    if lesson.key == "4b":
-        pytest.xfail("lesson 4b (another engineer's) asks for predictions without a place yet")
     cells = _cells(lesson)
     missing = []
     for i, c in enumerate(cells):

@@ -34,7 +34,8 @@ from urllib.parse import parse_qs, unquote, urldefrag, urlparse
 
 import nbformat
 import pytest
-from _site import (  # tests/ is on sys.path (no __init__.py)
+from _browsers import BROWSER_MARKS  # tests/ is on sys.path (no __init__.py)
+from _site import (
     ROOT,
     article_html,
     build_site,
@@ -42,7 +43,6 @@ from _site import (  # tests/ is on sys.path (no __init__.py)
 )
 
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = Path("/usr/bin/chromium")
 HUB = "https://hub.example.edu"  # a JupyterHub address for the launch links (never contacted)
 STEP_TIMEOUT_MS = 120_000  # opening a page, typesetting its math: generous on a loaded machine
 AXE_COUNTS = "site_axe.json"  # in ARTIFACTS: axe's counts per page and colour scheme
@@ -181,37 +181,14 @@ def test_site_course_page_has_every_figure_with_its_description(course_site, pag
 # In Chromium, offline
 # ---------------------------------------------------------------------------------------------
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - requirements-dev.txt has it
-    sync_playwright = None
-
-_BROWSER_MARKS = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not CHROMIUM.exists(),
-        reason="browser tests need Debian's Chromium at /usr/bin/chromium "
-        "(apt-get install chromium); playwright never downloads a browser here",
-    ),
-    pytest.mark.skipif(sync_playwright is None, reason="python playwright is not installed"),
-]
-
 
 def browser_marks(test):
     """Marked ``browser``; skipped, saying why, without Debian's Chromium or playwright."""
-    for mark in _BROWSER_MARKS:
+    for mark in BROWSER_MARKS:
         test = mark(test)
     return test
 
 
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 LAUNCH_BINDER = re.compile(
     r"https://mybinder\.org/v2/gh/(?P<repo>[\w.-]+/[\w.-]+)/(?P<branch>[\w.-]+)"
     r"\?urlpath=lab/tree/(?P<path>notebooks/[\w.-]+\.ipynb)"
@@ -231,7 +208,7 @@ class Browsing:
 
 
 @pytest.fixture(scope="module")
-def browsing(course_site, playwright_driver):
+def browsing(course_site, chromium):
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), functools.partial(_Quiet, directory=str(course_site))
     )
@@ -241,11 +218,9 @@ def browsing(course_site, playwright_driver):
     refused: list[str] = []
     ARTIFACTS.mkdir(exist_ok=True)
     try:
-        browser = playwright_driver.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
-        )
+        # the process's one Chromium (tests/conftest.py); this page has a context of its own
+        page = chromium.new_page(viewport={"width": 1280, "height": 900})
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(STEP_TIMEOUT_MS)
 
             def route(r):
@@ -258,7 +233,7 @@ def browsing(course_site, playwright_driver):
             page.route("**/*", route)
             yield Browsing(base, page, refused)
         finally:
-            browser.close()
+            page.close()  # and its context
     finally:
         server.shutdown()
         server.server_close()

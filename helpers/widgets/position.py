@@ -4,8 +4,8 @@ Controls: ``d_model`` (the width of the table), ``pair`` (the column pair i, col
 2i+1 = cos), ``positions`` (the range of positions shown) and ``scheme`` (C4.8: what the right
 panel shows). Panels: the two waves of the chosen pair, the table as a heatmap (the chosen pair
 marked), and a score over every pair of positions (p, q) of the range: the similarity
-PE(p)·PE(q) of the sinusoidal table, the rotary score (R_p q)·(R_q k) of one fixed random query q
-and key k (RoPE turns pair i by the same angle pos·w_i as the table), or ALiBi's bias -m·|p - q|
+PE(p)·PE(q) of the sinusoidal table, the rotary score (R_(-p) q)·(R_(-q) k) of one fixed random query
+q and key k (RoPE turns pair i by the same angle pos·w_i as the table, RoFormer's way), or ALiBi's bias -m·|p - q|
 of one head. Every update changes the existing artists in place.
 """
 
@@ -64,8 +64,8 @@ def _scores(scheme: str, d_model: int, start: int, stop: int) -> np.ndarray:
         return alibi_bias(ALIBI_HEADS, n, dtype=torch.float64)[0].numpy()  # [n, n]
     q, k = _query_key(d_model)
     positions = torch.arange(start, stop + 1)  # [n]
-    rq = apply_rotary(q.expand(n, d_model), positions)  # [n, d]: row p is R_p q
-    rk = apply_rotary(k.expand(n, d_model), positions)  # [n, d]: row j is R_j k
+    rq = apply_rotary(q.expand(n, d_model), positions)  # [n, d]: row p is R_(-p) q, RoFormer's turn
+    rk = apply_rotary(k.expand(n, d_model), positions)  # [n, d]: row j is R_(-j) k
     return (rq @ rk.T).numpy()  # [n, n]: q_p·k_j, a function of j - p only
 
 
@@ -98,7 +98,7 @@ def positional_explorer(
 
     ``PE(pos, 2i) = sin(pos * w_i)``, ``PE(pos, 2i+1) = cos(pos * w_i)``, ``w_i = 10000^(-2i/d_model)``.
     ``scheme`` (C4.8) picks the right panel: ``"sinusoidal"`` PE(p)·PE(q), ``"rotary"`` the RoPE
-    score (R_p q)·(R_q k) of a fixed random q and k, ``"alibi"`` ALiBi's bias -m|p - q| (head 1
+    score (R_(-p) q)·(R_(-q) k) of a fixed random q and k, ``"alibi"`` ALiBi's bias -m|p - q| (head 1
     of 8, m = 1/2).
     """
     if not isinstance(scheme, str) or scheme not in SCHEMES:
