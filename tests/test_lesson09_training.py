@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+from unittest import mock
 
 import matplotlib
 import pytest
@@ -36,7 +37,7 @@ from helpers.side_by_side import (  # noqa: E402
     side_by_side,
 )
 from helpers.text import load_text  # noqa: E402
-from helpers.training import train_char_model  # noqa: E402
+from helpers.training import CHECKPOINT_EVERY, train_char_model  # noqa: E402
 
 TINY = dict(d_model=16, n_layers=1, n_heads=2, block_size=16, batch_size=4, lr=5e-3, eval_every=4)
 
@@ -178,6 +179,60 @@ def test_interrupt_during_evaluation_rolls_back_the_step(corpus, monkeypatch):
     assert run.step == 7 and run.result.val_steps == [0, 4]
     monkeypatch.setattr(training_module, "evaluate", real)
     run.train(12, "none")
+    _same_state(run, whole)
+
+
+def _interrupt_at_calls(run: Pretraining, calls: set[int]):
+    """Raise KeyboardInterrupt after each of the run's optimizer steps numbered in ``calls``."""
+    original = run.optimizer.step
+    count = {"n": 0}
+
+    def step(*args, **kwargs):
+        out = original(*args, **kwargs)
+        count["n"] += 1
+        if count["n"] in calls:
+            raise KeyboardInterrupt
+        return out
+
+    run.optimizer.step = step
+    return lambda: setattr(run.optimizer, "step", original)
+
+
+def test_the_run_is_copied_at_checkpoints_not_every_step(corpus):
+    real = Pretraining._snapshot
+    with mock.patch.object(Pretraining, "_snapshot", autospec=True, side_effect=real) as copies:
+        run = Pretraining(corpus, **{**TINY, "eval_every": 40}).train(120, "none")
+    # at the start of train, after each of the 3 evaluations, and at steps 50 and 100
+    assert copies.call_count == 1 + 3 + 120 // CHECKPOINT_EVERY
+    assert run.step == 120
+
+
+def test_interrupted_far_from_a_checkpoint_resumes_exactly(corpus):
+    settings = {**TINY, "eval_every": 100}  # no evaluation before step 60: only step 0's copy
+    whole = Pretraining(corpus, **settings).train(60, "none")
+    partial = Pretraining(corpus, **settings).train(29, "none")
+    run = Pretraining(corpus, **settings)
+    undo = _interrupt_at_calls(run, {30})
+    with pytest.raises(KeyboardInterrupt):
+        run.train(60, "none")
+    undo()
+    _same_state(run, partial, curves=False)  # 29 steps run again from the copy at step 0
+    run.train(60, "none")
+    _same_state(run, whole)
+
+
+def test_interrupted_again_while_rolling_back_stays_at_the_checkpoint(corpus):
+    settings = {**TINY, "eval_every": 100}
+    whole = Pretraining(corpus, **settings).train(60, "none")
+    run = Pretraining(corpus, **settings)
+    fresh = Pretraining(corpus, **settings)
+    undo = _interrupt_at_calls(run, {30, 35})  # 35: the 5th step of the catching up
+    with pytest.raises(KeyboardInterrupt):
+        run.train(60, "none")
+    undo()
+    assert run.step == 0 and run.result.train_losses == [] and run.result.val_steps == [0]
+    _same_state(run, fresh)
+    run.train(60, "none")
     _same_state(run, whole)
 
 
