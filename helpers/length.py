@@ -23,11 +23,10 @@ import torch
 from torch import nn
 
 from . import _validate as check
-from .model import INITS, POSITIONAL_OPTIONS, TransformerLM
-from .reproducible import default_dtype
+from .model import INITS, LESSON_MODEL, POSITIONAL_OPTIONS, LMConfig, TransformerLM, seeded_model
 from .reproducible import one_thread as _one_thread
 from .text import CharTokenizer, load_text, split_ids
-from .training import TrainResult, evaluate, train_lm
+from .training import LESSON_TRAINING, TrainResult, evaluate, train_lm
 
 __all__ = [
     "LengthRun",
@@ -93,12 +92,12 @@ def train_at_length(
     *,
     init: str | None = None,
     scale_embeddings: bool | None = None,
-    d_model: int = 48,
-    n_layers: int = 2,
-    n_heads: int = 4,
+    d_model: int = LESSON_MODEL.d_model,
+    n_layers: int = LESSON_MODEL.n_layers,
+    n_heads: int = LESSON_MODEL.n_heads,
     steps: int = 400,
-    batch_size: int = 16,
-    lr: float = 5e-3,
+    batch_size: int = LESSON_TRAINING.batch_size,
+    lr: float = LESSON_TRAINING.lr,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
     text: str | None = None,
@@ -141,18 +140,18 @@ def train_at_length(
             f"text is too short: its held-out tenth has {len(val_ids)} tokens, fewer than one "
             f"window of train_len={train_len} (+1)"
         )
-    torch.manual_seed(seed)
-    with default_dtype(dtype):  # float64 from the first weight (float32 draws differ between CPUs)
-        model = TransformerLM(
-            tokenizer.vocab_size,
-            d_model,
-            n_layers,
-            n_heads,
-            max_len=train_len,
-            positional=positional,
-            init=init,
-            scale_embeddings=scale_embeddings,
-        )
+    config = LMConfig(
+        vocab_size=tokenizer.vocab_size,
+        d_model=d_model,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        max_len=train_len,
+        positional=positional,
+        init=init,
+        scale_embeddings=scale_embeddings,
+    )
+    # float64 from the first weight (float32 draws differ between CPUs)
+    model = seeded_model(config, seed, dtype)
     result = train_lm(
         model, train_ids, val_ids, steps, batch_size, train_len, lr, seed, dtype=dtype
     )
@@ -232,11 +231,11 @@ def length_experiment(
     steps: int = 400,
     init: str = "xavier",
     scale_embeddings: bool = True,
-    d_model: int = 48,
-    n_layers: int = 2,
-    n_heads: int = 4,
-    batch_size: int = 16,
-    lr: float = 5e-3,
+    d_model: int = LESSON_MODEL.d_model,
+    n_layers: int = LESSON_MODEL.n_layers,
+    n_heads: int = LESSON_MODEL.n_heads,
+    batch_size: int = LESSON_TRAINING.batch_size,
+    lr: float = LESSON_TRAINING.lr,
     progress=None,
 ) -> tuple[dict, dict]:
     """Lesson 4 (C4.7; 04b compares the schemes). For each position scheme of ``kinds`` and each

@@ -30,8 +30,6 @@ RESTATED = re.compile(
 DEFINED = {"helpers/model.py", "helpers/training.py"}
 #: files that still restate them, each with its reason; remove a line when its file is fixed
 KNOWN = {
-    # lesson 4's train_at_length and its sweep: not yet taking LESSON_MODEL / LESSON_TRAINING
-    "helpers/length.py",
     # the capstone's mystery models have their own shape (vocab 96, d_model 48), not the lesson's
     "helpers/zoo/huggingface.py",
 }
