@@ -18,9 +18,8 @@ from torch import nn
 from . import _validate as check
 from .attention import MultiHeadAttention
 from .feedforward import FeedForward
-from .model import INITS, TransformerLM, init_weights, next_token_loss
+from .model import INITS, LMConfig, init_weights, next_token_loss, seeded_model
 from .normalization import NORM_PLACEMENTS, Residual
-from .reproducible import default_dtype
 
 __all__ = [
     "find_blocks",
@@ -263,12 +262,11 @@ def init_profile(
         raise ValueError("seeds must name at least one seed, got an empty sequence")
     grads, scales = [], []
     for seed in seeds:
-        torch.manual_seed(seed)
-        with default_dtype(dtype):  # drawn in dtype: float64 draws are the same on every CPU path
-            model = TransformerLM(
-                vocab_size, d_model, n_layers, n_heads, 4 * d_model, max_len=n + 1, norm=norm,
-                activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",
-            )  # fmt: skip
+        config = LMConfig(
+            vocab_size, d_model, n_layers, n_heads, 4 * d_model, max_len=n + 1, norm=norm,
+            activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",
+        )  # fmt: skip
+        model = seeded_model(config, seed, dtype)  # float64 draws are the same on every CPU path
         tokens = torch.randint(0, vocab_size, (batch, n + 1))  # [B, n+1]
         grads.append(gradient_norms(model, tokens))
         scales.append(activation_scales(model, tokens[:, :-1]))

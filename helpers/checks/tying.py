@@ -23,9 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..model import TransformerLM
+from ..model import LMConfig, seeded_model
 from ..params import count_parameters
-from ..reproducible import default_dtype
 from ._core import as_number, as_tensor, call, call_described, fail, passed
 
 __all__ = [
@@ -106,11 +105,8 @@ def _rows_with_gradient(tokens: torch.Tensor, vocab_size: int, tied: bool, seed:
     """The measurement: one backward pass of a TransformerLM's next-token loss on ``tokens``;
     the rows of the embedding whose gradient is not zero."""
     with torch.random.fork_rng():  # seeded, leaving the notebook's random state as it was
-        torch.manual_seed(seed)
-        with default_dtype(torch.float64):
-            model = TransformerLM(
-                vocab_size, 8, 1, 2, max_len=16, positional="learned", tie_weights=tied
-            )
+        config = LMConfig(vocab_size, 8, 1, 2, max_len=16, positional="learned", tie_weights=tied)
+        model = seeded_model(config, seed, torch.float64)
     model.loss(tokens).backward()
     grad = model.token_embedding.weight.grad  # [V, d]
     return (grad.abs().amax(dim=1) > 0).nonzero().flatten().tolist()

@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 from .. import _validate as check
 from ..blocks import stream_statistics
 from ..figures import trend
-from ..model import TransformerLM
+from ..model import LMConfig, TransformerLM, seeded_model
 from ..normalization import NORM_PLACEMENTS
 from ..params import count_parameters
 from ..plots.depth import plot_parameter_count, plot_residual_stream
@@ -75,8 +75,8 @@ def _full_stack_statistics(d_model: int, norm: str) -> tuple[np.ndarray, np.ndar
     torch.set_num_threads(1)  # small matrices: on a busy machine extra threads only wait
     try:
         with torch.random.fork_rng():  # seeded, without touching the notebook's random state
-            torch.manual_seed(SEED)
-            model = TransformerLM(VOCAB, d_model, MAX_DEPTH, N_HEADS, norm=norm, init="xavier")
+            config = LMConfig(VOCAB, d_model, MAX_DEPTH, N_HEADS, norm=norm, init="xavier")
+            model = seeded_model(config, SEED)  # drawn in the current default dtype
         model = model.double()  # float64, like the notebook's table: the same figures anywhere
         tokens = torch.randint(
             0, VOCAB, (BATCH, N_TOKENS), generator=torch.Generator().manual_seed(1)

@@ -21,10 +21,9 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 from .. import _validate as check
 from ..diagnostics import activation_scales, gradient_norms, init_profile
 from ..figures import trend
-from ..model import TransformerLM
+from ..model import LMConfig, seeded_model
 from ..normalization import NORM_PLACEMENTS, NORM_TYPES
 from ..plots import PALETTE
-from ..reproducible import default_dtype
 from ._base import TITLE_AT_TOP, Explorer, dropdown, slider
 
 __all__ = ["norm_explorer", "profile", "MAX_DEPTH", "D_MODELS"]
@@ -46,13 +45,12 @@ def _profile_with(norm_type: str, placement: str, depth: int, d_model: int):
     init_profile's figures), with RMSNorm in place of layer norm for ``"rms"``."""
     grads, scales = [], []
     for seed in SEEDS:
-        torch.manual_seed(seed)
-        with default_dtype(torch.float32):
-            model = TransformerLM(
-                VOCAB, d_model, depth, HEADS, 4 * d_model, max_len=LENGTH + 1, norm=placement,
-                activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",
-                norm_type=norm_type,
-            )  # fmt: skip
+        config = LMConfig(
+            VOCAB, d_model, depth, HEADS, 4 * d_model, max_len=LENGTH + 1, norm=placement,
+            activation="relu", tie_weights=True, scale_embeddings=True, init="xavier",
+            norm_type=norm_type,
+        )  # fmt: skip
+        model = seeded_model(config, seed, torch.float32)
         tokens = torch.randint(0, VOCAB, (BATCH, LENGTH + 1))  # [B, n+1]
         grads.append(gradient_norms(model, tokens))
         scales.append(activation_scales(model, tokens[:, :-1]))
