@@ -1,3 +1,5 @@
+# Past ~450 lines on purpose: one job (finding a model's parts from one observed forward pass); the
+# rules that name a module (embedding, block, sublayer, norm, output projection) read best side by side.
 """What the audit takes for what: the embedding, the blocks, their sublayers and norms, the
 feed-forward, the output projection, all found by observing one forward pass, not by names.
 

@@ -1,3 +1,5 @@
+# Past ~450 lines on purpose: lesson 7's three exercise checks, one file per lesson as for every lesson
+# (helpers/checks/<lesson>.py); each check's table of named mistakes sits beside the check that uses it.
 """Lesson 7 exercise checks: the parameter count of a stack (with and without biases), a
 colleague's block with a bug in its residual stream, and the relative size of each block's
 contribution to the residual stream.
