@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import _validate as check
-from .positional import alibi_bias, apply_rotary
+from .positional import alibi_bias, apply_rotary, rotary_in_pass
 
 __all__ = [
     "ATTENTION_POSITIONAL",
@@ -232,8 +232,9 @@ class MultiHeadAttention(nn.Module):
         v = self._split(self.v_proj(x))  # [B, h, n, d_head]
         bias = None
         if self.positional == "rotary":  # C4.8: q_p -> R_(-p) q_p, k_q -> R_(-q) k_q, each head
-            q = apply_rotary(q, base=self.rotary_base)  # [B, h, n, d_head]
-            k = apply_rotary(k, base=self.rotary_base)  # [B, h, n, d_head]
+            turn = rotary_in_pass if fused else apply_rotary  # the same numbers; fused: unchecked
+            q = turn(q, base=self.rotary_base)  # [B, h, n, d_head]
+            k = turn(k, base=self.rotary_base)  # [B, h, n, d_head]
         elif self.positional == "alibi":  # C4.8: -m_h |p - q| on head h's scores
             bias = alibi_bias(self.n_heads, n, dtype=q.dtype, device=q.device)  # [h, n, n]
         if fused:

@@ -26,6 +26,7 @@ rules out; both are here so that lesson 4 can show what current models do:
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -228,14 +229,41 @@ def apply_rotary(x: torch.Tensor, positions=None, base: float = 10000.0) -> torc
         )
     if d == 0:
         raise ValueError(f"the last dimension d of x must be at least 2, got shape {list(x.shape)}")
+    if positions is None:  # 0..n-1: the table a model's attention uses, made once
+        base = check.positive_float("base", base)
+        return _turn(x, *_rotary_table(n, d, base, x.dtype, x.device))
     pos = _rotary_positions(positions, n, x.device)  # [n]
-    rates = angle_rates(d, base).to(x.device)  # [d/2]: w_i
+    return _turn(x, *_rotary_angles(pos, d, base, x.dtype))
+
+
+def _rotary_angles(pos: torch.Tensor, d: int, base: float, dtype) -> tuple[torch.Tensor, ...]:
+    """cos and sin of ``pos * w_i``, each [n, d/2] in ``dtype`` (angles in float64)."""
+    rates = angle_rates(d, base).to(pos.device)  # [d/2]: w_i
     angles = pos[:, None] * rates[None, :]  # [n, d/2]: pos * w_i
-    c, s = torch.cos(angles).to(x.dtype), torch.sin(angles).to(x.dtype)  # [n, d/2] each
+    return torch.cos(angles).to(dtype), torch.sin(angles).to(dtype)  # [n, d/2] each
+
+
+@functools.lru_cache(maxsize=32)
+def _rotary_table(n: int, d: int, base: float, dtype, device) -> tuple[torch.Tensor, ...]:
+    """:func:`_rotary_angles` at positions 0..n-1, kept: a model turns every batch's q and k by
+    the same table. Made outside autograd and inference mode, so any later pass can use it."""
+    with torch.inference_mode(False), torch.no_grad():
+        return _rotary_angles(torch.arange(n, dtype=torch.float64, device=device), d, base, dtype)
+
+
+def _turn(x: torch.Tensor, c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """x [..., n, d] turned pair by pair by the angles whose cos and sin are c, s [n, d/2]."""
     x1, x2 = x[..., 0::2], x[..., 1::2]  # [..., n, d/2]: columns 2i and 2i+1
     even = c * x1 - s * x2  # [..., n, d/2]: real part of (x1 + i x2)·e^(i pos w)
     odd = s * x1 + c * x2  # [..., n, d/2]: imaginary part
     return torch.stack([even, odd], dim=-1).flatten(-2)  # [..., n, d]: pairs interleaved again
+
+
+def rotary_in_pass(x: torch.Tensor, base: float) -> torch.Tensor:
+    """Lesson 9's hot path: :func:`apply_rotary` at positions 0..n-1 without re-checking ``x``
+    (a model's attention calls it after the model's entry has checked its input); the same
+    numbers as ``apply_rotary(x, base=base)``, bit for bit."""
+    return _turn(x, *_rotary_table(x.shape[-2], x.shape[-1], base, x.dtype, x.device))
 
 
 def alibi_slopes(n_heads: int, *, dtype=torch.float64) -> torch.Tensor:

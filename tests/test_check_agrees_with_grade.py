@@ -297,6 +297,15 @@ def rotary_half_split(x, positions):  # turned by -angle
     x1, x2 = x[:, : d // 2], x[:, d // 2 :]
     return torch.cat([c * x1 + s * x2, -s * x1 + c * x2], dim=1)
 """
+_ROTARY_BY_THE_MODEL = """
+def rotary_half_split(x, positions):  # the turn the model's rotary uses, through the permutation
+    from helpers.positional import _turn, angle_rates
+    n, d = x.shape
+    perm = torch.stack([torch.arange(d // 2), torch.arange(d // 2) + d // 2], 1).flatten()
+    a = positions.double()[:, None] * angle_rates(d)[None]
+    out = _turn(x[:, perm], torch.cos(a).to(x.dtype), torch.sin(a).to(x.dtype))
+    return out[:, torch.argsort(perm)]
+"""
 _ALIBI_PAPERS_CODE = """
 def alibi_bias_for(n_heads, n):  # the recursion of Press et al.'s released code
     def power_of_two(k):
@@ -564,6 +573,7 @@ TABLE = {
     "l4b_ex1 complex numbers": (L4B, "l4b_ex1", _ROTARY_COMPLEX, True),
     "l4b_ex1 interleaved pairs": (L4B, "l4b_ex1", _ROTARY_INTERLEAVED, False),
     "l4b_ex1 turned backwards": (L4B, "l4b_ex1", _ROTARY_BACKWARDS, False),
+    "l4b_ex1 the model's rotary, permuted": (L4B, "l4b_ex1", _ROTARY_BY_THE_MODEL, False),
     "l4b_ex2 solution": (L4B, "l4b_ex2", SOLUTION, True),
     "l4b_ex2 the paper's recursion": (L4B, "l4b_ex2", _ALIBI_PAPERS_CODE, True),
     "l4b_ex2 geometric for every head count": (L4B, "l4b_ex2", _ALIBI_GEOMETRIC_ALWAYS, False),

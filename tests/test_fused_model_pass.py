@@ -76,7 +76,8 @@ def test_layers_called_on_their_own_compute_from_the_formula(monkeypatch):
     assert mha.last_weights is not None and mha.last_weights.shape == (2, 2, 5, 5)
 
 
-def test_model_checks_its_input_once_per_call(monkeypatch):
+@pytest.mark.parametrize("positional", ["sinusoidal", "rotary", "alibi"])
+def test_model_checks_its_input_once_per_call(monkeypatch, positional):
     counts = {"tensor": 0, "floating_like": 0, "token_ids": 0}
     for name in counts:
         real = getattr(check, name)
@@ -87,11 +88,12 @@ def test_model_checks_its_input_once_per_call(monkeypatch):
 
         monkeypatch.setattr(check, name, counted)
     torch.manual_seed(0)
-    model = TransformerLM(13, 16, 3, 4, max_len=16)
+    model = TransformerLM(13, 16, 3, 4, max_len=16, positional=positional)
     tokens = torch.randint(0, 13, (2, 9))
     model.loss(tokens)
     # loss(): token_ids (which calls tensor once) and next_token_loss's shape check; nothing
-    # in the embedding, the 3 blocks, their residuals, norms, attention or feed-forward
+    # in the embedding, the 3 blocks, their residuals, norms, attention (rotary's turn of q and
+    # k, ALiBi's bias included) or feed-forward
     assert counts == {"tensor": 2, "floating_like": 0, "token_ids": 1}
     for name in counts:
         counts[name] = 0
@@ -124,3 +126,24 @@ def test_attention_weights_are_kept_inside_a_model_when_asked():
     assert w.shape == (2, 4, 6, 6)
     torch.testing.assert_close(w.sum(-1), torch.ones(2, 4, 6, dtype=torch.float64))
     assert torch.all(w.triu(1) == 0)  # causal
+
+
+def test_rotary_inside_a_models_pass_is_apply_rotary_bit_for_bit():
+    from helpers.positional import apply_rotary, rotary_in_pass
+
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        x = torch.randn(3, 2, 11, 8, dtype=dtype)  # [B, h, n, d_head]
+        for base in (10000.0, 500000.0):
+            assert torch.equal(rotary_in_pass(x, base=base), apply_rotary(x, base=base))
+            assert torch.equal(
+                rotary_in_pass(x[..., :5, :], base=base), apply_rotary(x[..., :5, :], base=base)
+            )
+    # the table is made once per (n, d, base, dtype, device) and outside autograd: a pass under
+    # no_grad first, then a training pass, both work and agree
+    model = TransformerLM(13, 16, 1, 4, max_len=16, positional="rotary").double()
+    tokens = torch.randint(0, 13, (2, 9))
+    with torch.inference_mode():
+        first = model(tokens)
+    model.loss(tokens).backward()
+    torch.testing.assert_close(model(tokens).detach(), first.clone(), rtol=0, atol=0)

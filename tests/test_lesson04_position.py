@@ -1017,7 +1017,32 @@ def test_check_rotary_half_split_refuses_a_length_keeping_answer_that_is_not_lin
 def test_check_rotary_half_split_refuses_the_library_helpers(fn, name):
     """Right values (the library after a permutation) but the forbidden call: refused, named."""
     message = _one_line_failure(checks.check_rotary_half_split, fn)
-    assert f"calls {name}" in message and "write it from the formula" in message
+    assert "your answer calls" in message and name in message
+    assert "write it from the formula" in message
+
+
+@pytest.mark.parametrize("how", ["rotary_in_pass", "_turn"])
+def test_check_rotary_half_split_refuses_the_models_own_rotary(how):
+    """The model's unchecked rotary (or the turn both use), after the same permutation: refused."""
+    import helpers.positional as pos
+
+    def by_model(x, p):
+        d = x.shape[-1]
+        perm = torch.stack([torch.arange(d // 2), torch.arange(d // 2) + d // 2], 1).flatten()
+        inv = torch.argsort(perm)
+        inter = x[..., perm]  # half-split -> interleaved
+        if how == "rotary_in_pass":  # positions 0..n-1 only: place each row at its position
+            p = torch.as_tensor(p).long()
+            rows = inter.new_zeros(int(p.max()) + 1, d)
+            rows[p] = inter
+            out = pos.rotary_in_pass(rows, base=10000.0)[p]
+        else:
+            ang = torch.as_tensor(p, dtype=torch.float64)[:, None] * pos.angle_rates(d)[None]
+            out = pos._turn(inter, torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype))
+        return out[..., inv]
+
+    message = _one_line_failure(checks.check_rotary_half_split, by_model)
+    assert f"helpers.positional.{how}" in message and "write it from the formula" in message
 
 
 @pytest.mark.parametrize(

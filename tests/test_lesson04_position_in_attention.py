@@ -472,7 +472,8 @@ def test_C4_8_the_other_direction_is_this_one_with_each_pairs_second_row_of_W_Q_
         r = torch.stack([rotation_matrix(p, d, base, dtype=x.dtype) for p in range(n)])  # [n,d,d]
         return torch.einsum("pij,...pj->...pi", r, x)
 
-    monkeypatch.setattr(helpers.attention, "apply_rotary", other_way)
+    monkeypatch.setattr(helpers.attention, "apply_rotary", other_way)  # a layer on its own
+    monkeypatch.setattr(helpers.attention, "rotary_in_pass", other_way)  # inside a model's pass
     with torch.no_grad():
         assert (model(tokens) - ours).abs().max() > 1e-3  # the other way alone: another model
         for mha in (m for m in model.modules() if isinstance(m, MultiHeadAttention)):

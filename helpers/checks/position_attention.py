@@ -27,7 +27,12 @@ __all__ = ["check_rotary_half_split", "check_alibi_bias", "FORBIDDEN"]
 #: The course functions 04b's exercises 1 and 2 may not call (the grader's lists in
 #: tools/grading/spec.py are these): they compute the answer outright.
 FORBIDDEN = {
-    "l4b_ex1": ("helpers.positional.apply_rotary", "helpers.positional.rotation_matrix"),
+    "l4b_ex1": (
+        "helpers.positional.apply_rotary",
+        "helpers.positional.rotary_in_pass",  # the model's unchecked apply_rotary
+        "helpers.positional._turn",  # what both turn with
+        "helpers.positional.rotation_matrix",
+    ),
     "l4b_ex2": ("helpers.positional.alibi_bias", "helpers.positional.alibi_slopes"),
 }
 
