@@ -297,6 +297,16 @@ def rotary_half_split(x, positions):  # turned by -angle
     x1, x2 = x[:, : d // 2], x[:, d // 2 :]
     return torch.cat([c * x1 + s * x2, -s * x1 + c * x2], dim=1)
 """
+_ROTARY_CACHED_TABLE = """
+def rotary_half_split(x, positions):  # Llama's way: a cos/sin table for 0..max, indexed by position
+    n, d = x.shape
+    w = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    t = torch.arange(int(positions.max()) + 1, dtype=torch.float64)
+    emb = torch.cat([torch.outer(t, w)] * 2, dim=1)  # [max + 1, d]
+    cos, sin = emb.cos()[positions.long()], emb.sin()[positions.long()]  # [n, d]
+    rotated = torch.cat([-x[:, d // 2 :], x[:, : d // 2]], dim=1)
+    return x * cos + rotated * sin
+"""
 _ROTARY_BY_THE_MODEL = """
 def rotary_half_split(x, positions):  # the turn the model's rotary uses, through the permutation
     from helpers.positional import _turn, angle_rates
@@ -573,6 +583,7 @@ TABLE = {
     "l4b_ex1 complex numbers": (L4B, "l4b_ex1", _ROTARY_COMPLEX, True),
     "l4b_ex1 interleaved pairs": (L4B, "l4b_ex1", _ROTARY_INTERLEAVED, False),
     "l4b_ex1 turned backwards": (L4B, "l4b_ex1", _ROTARY_BACKWARDS, False),
+    "l4b_ex1 a table indexed by position": (L4B, "l4b_ex1", _ROTARY_CACHED_TABLE, True),
     "l4b_ex1 the model's rotary, permuted": (L4B, "l4b_ex1", _ROTARY_BY_THE_MODEL, False),
     "l4b_ex2 solution": (L4B, "l4b_ex2", SOLUTION, True),
     "l4b_ex2 the paper's recursion": (L4B, "l4b_ex2", _ALIBI_PAPERS_CODE, True),

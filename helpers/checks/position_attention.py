@@ -170,7 +170,7 @@ def check_rotary_half_split(fn) -> None:
     g = torch.Generator().manual_seed(0)
     d = 16
     q, k = torch.randn(2, d, dtype=torch.float64, generator=g)  # [d] each
-    p = torch.arange(0, 300, 13)  # [m]
+    p = torch.arange(7, 307, 13)  # [m]: positions, and p - 7 too, are never negative
     spreads = []
     for delta in (0, 1, 5, -7):
         qp, _ = _rotary_output(ex, fn, q.expand(len(p), d).clone(), p, name)
