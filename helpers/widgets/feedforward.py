@@ -13,7 +13,7 @@ import torch
 from matplotlib.figure import Figure
 
 from .. import _validate as check
-from ..feedforward import ACTIVATIONS, ffn_parameter_count, swiglu_hidden
+from ..feedforward import ffn_parameter_count, swiglu_hidden
 from ..plots import PALETTE
 from ..plots.feedforward import ACTIVATION_CURVES, plot_shape_diagram, update_shape_diagram
 from ._base import Explorer, dropdown, slider
@@ -50,7 +50,7 @@ def feedforward_explorer(
     the parameter count (compared with the ReLU block at d_ff = 4 d_model) and the curve."""
     check.positive_int("d_model", d_model, minimum=16)
     check.positive_int("multiple", multiple)
-    check.choice("activation", activation, ACTIVATIONS)
+    check.choice("activation", activation, tuple(_CURVE_OF))  # lesson 6's three
     if d_model > 1024 or multiple > 8:
         raise ValueError(f"d_model must be <= 1024 and multiple <= 8, got {d_model} and {multiple}")
     # A fixed layout (no layout engine): constrained layout would be recomputed on every redraw.
@@ -114,7 +114,7 @@ def feedforward_explorer(
     controls = {
         "d_model": slider("d_model", d_model, 16, 1024, 16),
         "multiple": slider("d_ff multiple", multiple, 1, 8),
-        "activation": dropdown("activation", list(ACTIVATIONS), activation),
+        "activation": dropdown("activation", list(_CURVE_OF), activation),
     }
 
     def describe(d_model: int, multiple: int, activation: str) -> str:
