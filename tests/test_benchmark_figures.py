@@ -87,7 +87,11 @@ def test_lesson_9_row_reads_the_live_loss_and_word_share_the_notebook_printed():
 
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("")
-    printed = "held-out loss: live run 2.250, longer run 1.518\nT = 0.8, 200 characters: live run 15 of 40 words"
+    printed = (
+        "held-out loss: live run 2.250, longer run 1.518\n"
+        "T = 1, 200 characters: live run 3 of 41 words are the text's,\n"  # not this one
+        "T = 0.8, three samples pooled: live run 15 of 40 words are the text's"
+    )
     cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)]
     nb.cells.append(cell)
     live = _live_run("09_the_full_model.ipynb", nb)
@@ -97,4 +101,7 @@ def test_lesson_9_row_reads_the_live_loss_and_word_share_the_notebook_printed():
            "kernel_start_cpu_s": 1.0, "kernel_mb": 400.0, "cells": [], **live}  # fmt: skip
     text = "\n".join(render_lessons({"lessons": [row]}))
     assert "held-out loss 2.250 nats (target <= 2.1) **missed**" in text
-    assert "15 of 40 words of its sample are the text's (38%, target >= one third) met" in text
+    assert (
+        "15 of 40 words of its three samples at T = 0.8 are the text's (38%, target >= one" in text
+    )
+    assert "one third) met" in text

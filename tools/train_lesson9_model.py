@@ -2,7 +2,7 @@
 
     python tools/train_lesson9_model.py            # about 10 minutes on one core of a laptop
 
-The lesson trains its own small model live (250 steps, C9.1). This command trains a larger
+The lesson trains its own small model live (360 steps, rotary position, C9.1). This command trains a larger
 model of the same code (:class:`helpers.pretrain.Pretraining`: the course's TransformerLM with
 its coherent defaults, lesson 8's loop, one CPU thread) for longer, and saves its weights
 (float32), its settings and the held-out losses it measured, so that lesson 9 can show what a
