@@ -177,9 +177,10 @@ MODEL_FIELDS = tuple(
 )
 
 
-#: The lesson's run (C9.1): chosen by measurement on a 2-core machine, one thread, float64, where
-#: d_model 128, 4 layers, context 128 took 1.8 s per step (about 12 steps in 22 s); this model
-#: takes about 0.08 s per step (docs/SIDE_BY_SIDE.md and the lesson give the measured figures).
+#: Lesson 8's model and lesson 9's training (C9.3's base model): sizes chosen by measurement on a
+#: 2-core machine, one thread, float64, where d_model 128, 4 layers, context 128 took 1.8 s per
+#: step (about 12 steps in 22 s). Lesson 9's live run (C9.1) is this with rotary position
+#: (``positional="rotary", init="xavier", scale_embeddings=True``: C9.3's rotary row), 360 steps.
 LESSON_CONFIG = PretrainConfig()
 
 

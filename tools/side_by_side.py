@@ -4,7 +4,7 @@ results ship with the course.
     python tools/side_by_side.py                 # the declared grid below; writes the three files
     python tools/side_by_side.py --seeds 0 1 2 --factors tying --aa 1 --data-dir DIR --doc DIR/x.md
 
-Declared before it ran (the defaults): the lesson's model (``helpers.pretrain.LESSON_CONFIG``:
+Declared before it ran (the defaults): lesson 8's model (``helpers.pretrain.LESSON_CONFIG``:
 d_model 48, 2 blocks, 4 heads, context 64, batches of 16, AdamW lr 5e-3, float64, one CPU
 thread), 250 steps, seeds 0-4, every factor of ``helpers.side_by_side.FACTORS`` (the sheet's four
 with the initialization held at the base's, the initialization itself, and position again at
