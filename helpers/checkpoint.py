@@ -1,10 +1,10 @@
 """Lesson 9: a longer training run that ships with the course (``helpers/data/lesson9_model.pt``).
 
 The lesson trains its own model live for 360 steps (C9.1, rotary position), enough to beat the
-baselines and write some words, not enough to spell. ``tools/train_lesson9_model.py`` trains a larger model with the same code for longer;
-its weights (float32), its model's :class:`~helpers.model.LMConfig` whole (every field, so an
-option added to the model later is saved without a change here), its training settings and
-measured held-out losses are saved here, and :func:`load_checkpoint` rebuilds it
+baselines and write some words, not enough to spell. ``tools/train_lesson9_model.py`` trains a
+larger model with the same code for longer; its weights (float32), its model's
+:class:`~helpers.model.LMConfig` whole (every field, so an option added to the model later is
+saved without a change here), its training settings and measured held-out losses are saved here, and :func:`load_checkpoint` rebuilds it
 (``TransformerLM.from_config``) (in float64, so what the lesson computes from it is the same
 on every machine) with the tokenizer of the text it was trained on.
 """

@@ -168,8 +168,9 @@ GPT2_SMALL = LMConfig(
 
 
 #: The lessons' own model (lessons 8 and 9): d_model 48, 2 blocks, 4 heads, sinusoidal position,
-#: pre-norm, GELU, tied (lesson 9's live run changes its position to rotary, C9.3's lower row). Its ``vocab_size`` is the whole shipped text's 65 characters and its
-#: ``max_len`` lesson 9's context of 64; a run on another text or context replaces those two
+#: pre-norm, GELU, tied (lesson 9's live run changes its position to rotary, C9.3's lower row).
+#: Its ``vocab_size`` is the whole shipped text's 65 characters and its ``max_len`` lesson 9's
+#: context of 64; a run on another text or context replaces those two
 #: (``dataclasses.replace(LESSON_MODEL, vocab_size=..., max_len=...)``). Every experiment built
 #: on the lesson model takes its sizes from here.
 LESSON_MODEL = LMConfig(vocab_size=65, d_model=48, n_layers=2, n_heads=4, max_len=64)

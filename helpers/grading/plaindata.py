@@ -117,6 +117,18 @@ def _plain_data(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see ab
             else:
                 h.update(_repr(const).encode())
 
+    def class_digest(t, h):
+        """A class's own code: each class of its MRO outside torch, by name and methods' code."""
+        for cls in t.__mro__:
+            if cls is _object or cls.__module__.startswith("torch"):
+                continue
+            h.update((cls.__module__ + "." + cls.__qualname__).encode())
+            for key, member in _sorted(_vars(cls).items(), key=lambda kv: kv[0]):
+                code = _getattr(_getattr(member, "__func__", member), "__code__", None)
+                h.update(_str(key).encode())
+                if _type(code) is CODE:
+                    code_digest(code, h)
+
     def digest(x, h, depth, seen):
         kind = _type(x)
         h.update(b"<" + kind.__qualname__.encode() + b">")
@@ -149,26 +161,10 @@ def _plain_data(d: dict) -> dict:  # noqa: C901 - one closure on purpose (see ab
             h.update(_repr(_tolist(_gen_state(x))).encode())
             return
         if _isinstance(x, _type):  # a class: where it is from and its methods' code
-            for cls in x.__mro__:
-                if cls is _object or cls.__module__.startswith("torch"):
-                    continue
-                h.update((cls.__module__ + "." + cls.__qualname__).encode())
-                for key, member in _sorted(_vars(cls).items(), key=lambda kv: kv[0]):
-                    code = _getattr(_getattr(member, "__func__", member), "__code__", None)
-                    h.update(_str(key).encode())
-                    if _type(code) is CODE:
-                        code_digest(code, h)
+            class_digest(x, h)
             return
         if _isinstance(x, Module):
-            for cls in _type(x).__mro__:
-                if cls is _object or cls.__module__.startswith("torch"):
-                    continue
-                h.update((cls.__module__ + "." + cls.__qualname__).encode())
-                for key, member in _sorted(_vars(cls).items(), key=lambda kv: kv[0]):
-                    code = _getattr(_getattr(member, "__func__", member), "__code__", None)
-                    h.update(_str(key).encode())
-                    if _type(code) is CODE:
-                        code_digest(code, h)
+            class_digest(_type(x), h)
             for name, sub in _named_modules(x, remove_duplicate=False):
                 h.update((name + ":" + _type(sub).__qualname__).encode())
             storages = {}
