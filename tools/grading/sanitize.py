@@ -46,8 +46,8 @@ from nbconvert.preprocessors import Preprocessor
 from nbgrader.coursedir import CourseDirectory
 from traitlets import Bool
 
-#: Output types kept as they are (``text/html`` is cleaned, every other type dropped).
-KEPT_TYPES = ("text/plain", "image/png", "image/jpeg", "image/gif")
+#: Images kept as they are (valid base64 only); ``text/plain`` is kept too and ``text/html``
+#: cleaned, every other output type dropped.
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif")
 
 #: Tags of student HTML that stay tags (the course's own outputs use these: figures as
