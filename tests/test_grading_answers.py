@@ -311,11 +311,17 @@ _record("passed_on", _passes_on, torch.arange(5, dtype=torch.float64), 0.5)
 _record("direct", temperature_for, torch.arange(5, dtype=torch.float64), 0.5)
 _record("numpy", lambda: np.arange(3.0, dtype=np.float32))
 _record("through_a_helper", lambda h, n: checks.call("any", helpers.alibi_bias, h, n), 4, 3)
+_record("not_plain", Bare)
 """
 STUDENT = """
 def temperature_for(logits, q):
     logits.zero_()
     return 1.0
+
+
+class Bare(torch.nn.Module):  # no super().__init__(): reading its parameters raises
+    def __init__(self):
+        self.width = 3
 """
 read, write = os.pipe()
 config = {"key": "00" * 32, "public": True, "seeds": {}, "hidden": [HIDDEN]}
@@ -330,7 +336,9 @@ print(json.dumps([json.loads(line.split(" ", 1)[1]) for line in lines]))
 '''
 
 
-def test_the_sealed_recorder_records_numpy_changed_inputs_and_course_calls_at_depth():
+def test_the_sealed_recorder_records_numpy_changed_inputs_and_course_calls_at_depth(
+    tmp_path, monkeypatch
+):
     import subprocess
 
     out = subprocess.run(
@@ -344,6 +352,20 @@ def test_the_sealed_recorder_records_numpy_changed_inputs_and_course_calls_at_de
     assert "inputs_after" not in entries["direct"]  # recorded: what the answer returned
     assert entries["numpy"]["value"] == plain(torch.arange(3.0))
     assert "helpers.positional.alibi_bias" in entries["through_a_helper"]["calls"]
+    # an answer whose value cannot be read is a recorded error, and the developer's log (what the
+    # agreement rows of tests/test_check_agrees_with_grade.py grade by) records it the same way
+    assert entries["not_plain"]["error"] == "converting the answer raised AttributeError"
+    ns = {"torch": torch}
+    exec(SEALED.split('STUDENT = """', 1)[1].split('"""', 1)[0], ns)
+    log = tmp_path / "developer.jsonl"
+    monkeypatch.setenv("HELPERS_GRADING_LOG", str(log))
+    monkeypatch.setattr(grading_module, "_cases", {})
+    record("not_plain", ns["Bare"])
+    records, bad = read_records(log)
+    sealed = {
+        k: v for k, v in entries["not_plain"].items() if k != "seq"
+    }  # its place in the stream
+    assert not bad and records["not_plain"][0] == [sealed]
 
 
 def test_a_notebook_global_named_like_an_attribute_the_hidden_inputs_use_changes_no_grade(
