@@ -218,31 +218,14 @@ def record(exercise: str, answer: Callable, *args, **kwargs) -> None:
 
 
 def _case_entry(machinery, exercise, case, answer, args, kwargs, wrapper=False) -> dict:
-    """One case: the inputs' fingerprint, then the answer observed, as plain data (what
-    ``record`` writes to a developer's log; the sealed recorder, ``sentinel.do_record``, builds
-    the same, an answer whose inputs or value cannot be read included). ``wrapper``: the answer
-    is the hidden test's own function (defined in the cell that records), which may read its
-    inputs again after the student's code it calls has run."""
-    inputs = machinery["fingerprint"](args, kwargs)
-    result, error, calls, problems = machinery["observe"](answer, args, kwargs)
-    entry = {"kind": "case", "exercise": exercise, "case": case, "inputs": inputs, "calls": calls}
-    try:
-        after = machinery["inputs_after"](answer, args, kwargs, inputs, wrapper)
-    except Exception as e:  # noqa: BLE001 - recorded, as the sealed recorder records it
-        after = "unreadable: " + type(e).__name__
-    if after is not None:
-        entry["inputs_after"] = after
-    if problems:
-        entry["problems"] = problems
-    if error is not None:
-        entry["error"] = type(error).__name__
-        if not isinstance(error, Exception):
-            raise error
-    else:
-        try:
-            entry["value"] = machinery["plain"](result)
-        except BaseException as e:  # noqa: BLE001 - recorded, as the sealed recorder records it
-            entry["error"] = "converting the answer raised " + type(e).__name__
+    """One case as plain data, what ``record`` writes to a developer's log: the machinery's
+    ``case_entry``, which the sealed recorder builds its cases with too (an answer that raised
+    something other than an Exception, a KeyboardInterrupt say, raises it again here).
+    ``wrapper``: the answer is the hidden test's own function (defined in the cell that
+    records), which may read its inputs again after the student's code it calls has run."""
+    entry, error = machinery["case_entry"](exercise, case, answer, args, kwargs, wrapper)
+    if error is not None and not isinstance(error, Exception):
+        raise error
     return entry
 
 

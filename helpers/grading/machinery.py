@@ -23,8 +23,48 @@ def _machinery(d: dict) -> dict:
     where = _provenance(d)
     observers = _observers(d, where)
     converters = _plain_data(d)
-    where["add_codes"](*where.pop("own"), *observers.pop("own"), *converters.pop("own"))
+    observe, plain = observers["observe"], converters["plain"]
+    fingerprint, inputs_after = converters["fingerprint"], converters["inputs_after"]
+    _type, _Exception, _BaseException = d["type"], d["Exception"], d["BaseException"]
+    ANOTHER = d["markers"][0]
+
+    def case_entry(exercise, case, answer, args, kwargs, wrapper, other_threads=None):
+        """One case of a hidden test, as plain data, and the error the answer raised (None):
+        the inputs' fingerprint, the answer observed, the inputs again when ``wrapper`` (the
+        hidden test's own function, which may read them after the student's code it calls has
+        run), and the value or the error. The one builder of both recorders: the developer's log
+        (:func:`helpers.grading.record`) and the sealed recorder, which passes
+        ``other_threads`` (a thread of the notebook alive before or after the answer ran marks
+        the case ANOTHER_THREAD). Inputs or a value that cannot be read are recorded as such."""
+        entry = {"kind": "case", "exercise": exercise, "case": case}
+        entry["inputs"] = fingerprint(args, kwargs)
+        before = other_threads is not None and other_threads()
+        result, error, calls, problems = observe(answer, args, kwargs)
+        if other_threads is not None and (before or other_threads()) and ANOTHER not in calls:
+            calls.append(ANOTHER)
+        entry["calls"] = calls
+        try:
+            after = inputs_after(answer, args, kwargs, entry["inputs"], wrapper)
+        except _Exception as e:
+            after = "unreadable: " + _type(e).__name__
+        if after is not None:
+            entry["inputs_after"] = after
+        if problems:
+            entry["problems"] = problems
+        if error is not None:
+            entry["error"] = _type(error).__name__
+        else:
+            try:
+                entry["value"] = plain(result)
+            except _BaseException as e:
+                entry["error"] = "converting the answer raised " + _type(e).__name__
+        return entry, error
+
+    where["add_codes"](
+        *where.pop("own"), *observers.pop("own"), *converters.pop("own"), case_entry.__code__
+    )
     return {
+        "case_entry": case_entry,
         "observe": observers["observe"],
         "begin": observers["begin"],
         "end": observers["end"],

@@ -37,8 +37,7 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
     ONLY_AST, AWAIT = d["only_ast"], d["top_level_await"]
     CODE = _type((lambda: 0).__code__)
     _lock = d["allocate_lock"]()
-    observe, plain, fingerprint, to_json = m["observe"], m["plain"], m["fingerprint"], m["to_json"]
-    inputs_after = m["inputs_after"]
+    case_entry, to_json = m["case_entry"], m["to_json"]
     FUNCTION = _type(lambda: 0)
     kind_of, add_codes, note, active = m["kind_of"], m["add_codes"], m["note"], m["active"]
     ANOTHER, COMPILED_, SCRIPT = d["markers"]
@@ -174,30 +173,9 @@ def _sentinel(d: dict, m: dict, config: dict, fd: int):  # noqa: C901 - one clos
                 f"record({exercise!r}) was called from code that is not the hidden tests", exercise
             )
             return None
-        entry = {"kind": "case", "exercise": exercise, "case": case}
-        entry["inputs"] = fingerprint(args, kwargs)
-        before = other_threads()
-        result, error, calls, problems = observe(answer, args, kwargs)
-        if (before or other_threads()) and ANOTHER not in calls:
-            calls.append(ANOTHER)
-        entry["calls"] = calls
         # the hidden tests' own wrapper (its code is theirs): it may read its inputs again
         wrapper = _type(answer) is FUNCTION and answer.__code__ in trusted_codes()
-        try:
-            after = inputs_after(answer, args, kwargs, entry["inputs"], wrapper)
-        except _Exception as e:
-            after = "unreadable: " + _type(e).__name__
-        if after is not None:
-            entry["inputs_after"] = after
-        if problems:
-            entry["problems"] = problems
-        if error is not None:
-            entry["error"] = _type(error).__name__
-        else:
-            try:
-                entry["value"] = plain(result)
-            except _BaseException as e:
-                entry["error"] = "converting the answer raised " + _type(e).__name__
+        entry, error = case_entry(exercise, case, answer, args, kwargs, wrapper, other_threads)
         emit(entry)
         return None if error is None or _isinstance(error, _Exception) else error
 
