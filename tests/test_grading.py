@@ -213,19 +213,21 @@ MARK = "cw-cheat-daemon"
 
 #: What a cheat puts in a cell the student adds after the last check cell.
 LAST_CELL = "\n# --- a cell added at the end ---\n"
-#: Re-sign every hidden case as right with the sealed recorder's own key and converters.
+#: Re-sign every hidden case as right with the sealed recorder's own key and converters (the
+#: machinery dict its frame holds).
 FORGE = (
     "import gc, hmac, os\n"
     "def _forge():\n"
     "    gen = next(o for o in gc.get_objects() if type(o).__name__ == 'generator' and o.__name__ == '_sentinel')\n"
     "    f = gen.gi_frame.f_locals\n"
+    "    m = f['m']  # the machinery the recorder was built with: its converters\n"
     "    lines = []\n"
     "    def fake(exercise, answer, *args, **kwargs):\n"
     "        x = args[0]\n"
     "        value = 2 * x if exercise == 's_ex1' else x / torch.sqrt((x * x).mean(-1, keepdim=True) + 1e-6)\n"
     "        case = sum(1 for e in lines if e['exercise'] == exercise)\n"
     "        lines.append({'kind': 'case', 'exercise': exercise, 'case': case,\n"
-    "                      'inputs': f['fingerprint'](args, kwargs), 'calls': [], 'value': f['plain'](value)})\n"
+    "                      'inputs': m['fingerprint'](args, kwargs), 'calls': [], 'value': m['plain'](value)})\n"
     "    for source in f['hidden_sources']:\n"
     "        exec(source, {**globals(), 'record': fake})\n"
     "    try:\n"
